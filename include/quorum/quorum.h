@@ -1,0 +1,124 @@
+/* quorum.h: the stable C API of the quorum communication runtime.
+ *
+ * A communicator is created by quorum_init (bootstrap from the launcher's
+ * environment: PMIx under mpirun/srun, QUORUM_* under quorum-run, else a single
+ * process) or by quorum_init_oob (the caller supplies an allgather, e.g. built
+ * on MPI_Allgather). Every call returns a quorum_status_t; quorum_last_error()
+ * gives the detail of the last failure on the calling thread. Every blocking
+ * call is bounded by QUORUM_TIMEOUT_MS. Buffers may be host or CUDA device
+ * memory. */
+#ifndef QUORUM_QUORUM_H
+#define QUORUM_QUORUM_H
+
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define QUORUM_VERSION_MAJOR 0
+#define QUORUM_VERSION_MINOR 1
+#define QUORUM_VERSION_PATCH 0
+
+typedef struct quorum_comm *quorum_comm_t;
+typedef struct quorum_request *quorum_request_t;
+typedef struct quorum_partial *quorum_partial_t;
+
+typedef enum {
+  QUORUM_OK = 0,
+  QUORUM_ERR_INVALID_ARG,
+  QUORUM_ERR_TIMEOUT,
+  QUORUM_ERR_PEER_FAILED,
+  QUORUM_ERR_MISMATCH,
+  QUORUM_ERR_NO_MEMORY,
+  QUORUM_ERR_TRANSPORT,
+  QUORUM_ERR_BOOTSTRAP,
+  QUORUM_ERR_UNSUPPORTED,
+  QUORUM_ERR_INTERNAL
+} quorum_status_t;
+
+typedef enum {
+  QUORUM_FLOAT32,
+  QUORUM_FLOAT64,
+  QUORUM_FLOAT16,
+  QUORUM_BFLOAT16,
+  QUORUM_INT32,
+  QUORUM_INT64
+} quorum_dtype_t;
+
+typedef enum { QUORUM_SUM, QUORUM_PROD, QUORUM_MIN, QUORUM_MAX, QUORUM_AVG } quorum_op_t;
+
+/* Pass as the send buffer to reduce in place in the receive buffer. */
+#define QUORUM_IN_PLACE ((const void *)1)
+
+/* An out-of-band allgather supplied by the caller, e.g. built on MPI_Allgather.
+ * allgather must gather bytes_per_rank bytes from every rank into recv (rank
+ * order) and return 0 on success. */
+typedef struct {
+  int rank, size;
+  int (*allgather)(const void *send, void *recv, size_t bytes_per_rank, void *ctx);
+  void *ctx;
+} quorum_oob_t;
+
+/* Version string "MAJOR.MINOR.PATCH". */
+const char *quorum_version(void);
+
+quorum_status_t quorum_init(quorum_comm_t *comm);
+quorum_status_t quorum_init_oob(const quorum_oob_t *oob, quorum_comm_t *comm);
+quorum_status_t quorum_finalize(quorum_comm_t comm);
+int quorum_comm_rank(quorum_comm_t comm);
+int quorum_comm_size(quorum_comm_t comm);
+/* Name of the transport the communicator runs on ("ucx", "inproc", "self"). */
+const char *quorum_comm_transport(quorum_comm_t comm);
+const char *quorum_strerror(quorum_status_t status);
+const char *quorum_last_error(void);
+
+/* Size in bytes of one element of dtype, or 0 for an unknown dtype. */
+size_t quorum_dtype_size(quorum_dtype_t dtype);
+
+quorum_status_t quorum_allreduce(quorum_comm_t comm, const void *send, void *recv, size_t count,
+                                 quorum_dtype_t dtype, quorum_op_t op);
+quorum_status_t quorum_iallreduce(quorum_comm_t comm, const void *send, void *recv, size_t count,
+                                  quorum_dtype_t dtype, quorum_op_t op, quorum_request_t *req);
+/* quorum_test sets *done to 1 when the request completed; the request is then
+ * released (as by quorum_wait) and the handle must not be used again. */
+quorum_status_t quorum_test(quorum_request_t req, int *done);
+quorum_status_t quorum_wait(quorum_request_t req);
+quorum_status_t quorum_bcast(quorum_comm_t comm, void *buf, size_t bytes, int root);
+quorum_status_t quorum_barrier(quorum_comm_t comm);
+quorum_status_t quorum_allgather(quorum_comm_t comm, const void *send, void *recv,
+                                 size_t bytes_per_rank);
+quorum_status_t quorum_reduce_scatter(quorum_comm_t comm, const void *send, void *recv,
+                                      size_t count_per_rank, quorum_dtype_t dtype,
+                                      quorum_op_t op);
+
+/* Partial collectives (solo and majority allreduce, after eager-SGD). */
+typedef enum { QUORUM_PARTIAL_SOLO, QUORUM_PARTIAL_MAJORITY } quorum_partial_mode_t;
+typedef struct {
+  quorum_partial_mode_t mode;
+  unsigned max_staleness;  /* a synchronous round at least every max_staleness+1 rounds;
+                              0 = always synchronous */
+  int carry;               /* 1: late contributions ride in a later round (nothing lost);
+                              0: dropped, as in the reference */
+  unsigned long long seed; /* majority: shared seed that picks each round's initiator */
+} quorum_partial_opts_t;
+typedef struct {
+  unsigned long long round; /* round id that produced this result */
+  int fresh;                /* how many ranks contributed a gradient posted for this round */
+  int own_fresh;            /* 1 if this rank's post made it into this round */
+  int initiator;            /* rank whose post activated the round (-1 for a synchronous round) */
+} quorum_round_info_t;
+quorum_status_t quorum_partial_create(quorum_comm_t comm, size_t count, quorum_dtype_t dtype,
+                                      quorum_op_t op, const quorum_partial_opts_t *opts,
+                                      quorum_partial_t *partial);
+quorum_status_t quorum_partial_post(quorum_partial_t partial, const void *contribution);
+quorum_status_t quorum_partial_wait(quorum_partial_t partial, void *result,
+                                    quorum_round_info_t *info);
+quorum_status_t quorum_partial_flush(quorum_partial_t partial, void *result);
+quorum_status_t quorum_partial_destroy(quorum_partial_t partial);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* QUORUM_QUORUM_H */

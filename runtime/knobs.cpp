@@ -1,0 +1,209 @@
+// knobs.cpp: the knob registry, parsing of typed values and the runtime's own knobs.
+#include "knobs.hpp"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <map>
+
+namespace quorum {
+
+namespace {
+std::mutex &registry_mutex() {
+  static std::mutex m;
+  return m;
+}
+std::map<std::string, KnobBase *> &registry() {
+  static std::map<std::string, KnobBase *> r;
+  return r;
+}
+}  // namespace
+
+const char *knob_source_name(KnobSource s) {
+  switch (s) {
+    case KnobSource::Default: return "default";
+    case KnobSource::Environment: return "environment";
+    case KnobSource::Override: return "override";
+  }
+  return "?";
+}
+
+KnobBase::KnobBase(const char *name, const char *type, std::string default_text, const char *help,
+                   std::vector<std::string> choices)
+    : name_(name), type_(type), default_text_(std::move(default_text)), help_(help),
+      choices_(std::move(choices)) {
+  std::lock_guard<std::mutex> lock(registry_mutex());
+  registry()[name_] = this;
+}
+
+void KnobBase::ensure_loaded() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (loaded_) return;
+  loaded_ = true;
+  error_.clear();
+  reset_to_default();
+  source_ = KnobSource::Default;
+  std::string text;
+  KnobSource src;
+  if (override_) {
+    text = *override_;
+    src = KnobSource::Override;
+  } else if (const char *env = std::getenv(name_); env != nullptr) {
+    text = env;
+    src = KnobSource::Environment;
+  } else {
+    return;
+  }
+  std::string why;
+  if (!choices_.empty() && std::find(choices_.begin(), choices_.end(), text) == choices_.end()) {
+    why = "expected one of";
+    for (const auto &c : choices_) why += " " + c;
+  } else if (parse(text, &why)) {
+    source_ = src;
+    return;
+  }
+  reset_to_default();
+  error_ = fmt::format("{}='{}' is not valid ({}); using the default '{}'", name_, text, why,
+                       default_text_);
+}
+
+std::string KnobBase::value_text() {
+  ensure_loaded();
+  std::lock_guard<std::mutex> lock(mutex_);
+  return format();
+}
+
+KnobSource KnobBase::source() {
+  ensure_loaded();
+  std::lock_guard<std::mutex> lock(mutex_);
+  return source_;
+}
+
+std::string KnobBase::error() {
+  ensure_loaded();
+  std::lock_guard<std::mutex> lock(mutex_);
+  return error_;
+}
+
+void KnobBase::set_override(std::optional<std::string> text) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  override_ = std::move(text);
+  loaded_ = false;
+}
+
+void KnobBase::reload() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  loaded_ = false;
+}
+
+namespace {
+std::string default_text_of(bool v) { return v ? "1" : "0"; }
+std::string default_text_of(int64_t v) { return std::to_string(v); }
+std::string default_text_of(double v) { return fmt::format("{}", v); }
+std::string default_text_of(const std::string &v) { return v; }
+const char *type_name_of(bool) { return "bool"; }
+const char *type_name_of(int64_t) { return "int"; }
+const char *type_name_of(double) { return "float"; }
+const char *type_name_of(const std::string &) { return "string"; }
+}  // namespace
+
+namespace {
+bool parse_value(const std::string &t, bool *out, std::string *why) {
+  if (t == "1" || t == "y" || t == "yes" || t == "on" || t == "true") {
+    *out = true;
+    return true;
+  }
+  if (t == "0" || t == "n" || t == "no" || t == "off" || t == "false") {
+    *out = false;
+    return true;
+  }
+  *why = "expected 0/1, yes/no, on/off or true/false";
+  return false;
+}
+
+bool parse_value(const std::string &t, int64_t *out, std::string *why) {
+  errno = 0;
+  char *end = nullptr;
+  long long v = std::strtoll(t.c_str(), &end, 0);
+  if (t.empty() || errno != 0 || end == nullptr || *end != '\0') {
+    *why = "expected an integer";
+    return false;
+  }
+  *out = v;
+  return true;
+}
+
+bool parse_value(const std::string &t, double *out, std::string *why) {
+  errno = 0;
+  char *end = nullptr;
+  double v = std::strtod(t.c_str(), &end);
+  if (t.empty() || errno != 0 || end == nullptr || *end != '\0') {
+    *why = "expected a number";
+    return false;
+  }
+  *out = v;
+  return true;
+}
+
+bool parse_value(const std::string &t, std::string *out, std::string *) {
+  *out = t;
+  return true;
+}
+
+}  // namespace
+
+template <typename T>
+Knob<T>::Knob(const char *name, T default_value, const char *help, std::vector<std::string> choices)
+    : KnobBase(name, type_name_of(default_value), default_text_of(default_value), help,
+               std::move(choices)),
+      default_(default_value), value_(default_value) {}
+
+template <typename T>
+bool Knob<T>::parse(const std::string &text, std::string *why) {
+  return parse_value(text, &value_, why);
+}
+
+template <typename T>
+std::string Knob<T>::format() const {
+  return default_text_of(value_);
+}
+
+template class Knob<bool>;
+template class Knob<int64_t>;
+template class Knob<double>;
+template class Knob<std::string>;
+
+std::vector<KnobBase *> all_knobs() {
+  std::lock_guard<std::mutex> lock(registry_mutex());
+  std::vector<KnobBase *> out;
+  for (auto &[name, k] : registry()) out.push_back(k);
+  return out;
+}
+
+KnobBase *find_knob(const std::string &name) {
+  std::lock_guard<std::mutex> lock(registry_mutex());
+  auto it = registry().find(name);
+  return it == registry().end() ? nullptr : it->second;
+}
+
+Status validate_knobs() {
+  for (KnobBase *k : all_knobs()) {
+    std::string e = k->error();
+    if (!e.empty()) return fail(QUORUM_ERR_INVALID_ARG, "config", "{}", e);
+  }
+  return kOk;
+}
+
+void reload_knobs() {
+  for (KnobBase *k : all_knobs()) k->reload();
+}
+
+Knob<int64_t> knob_timeout_ms("QUORUM_TIMEOUT_MS", 60000,
+                              "Timeout in milliseconds of every blocking call (collectives, "
+                              "bootstrap, waits); 0 or less waits forever");
+Knob<bool> knob_progress_thread("QUORUM_PROGRESS_THREAD", true,
+                                "Run a progress thread per communicator that sleeps on transport "
+                                "events (needed for partial collectives to answer activations "
+                                "while the caller computes)");
+
+}  // namespace quorum

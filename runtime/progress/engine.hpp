@@ -1,0 +1,106 @@
+// engine.hpp: the progress engine of one communicator.
+//
+// It owns the list of active requests (each a Schedule with a deadline) and
+// drives them together with the transport's progress. Progress is made by
+// callers inside wait()/test(), and, when enabled, by a progress thread that
+// sleeps on the transport's event fd while idle. While a caller is inside
+// wait() the thread stands back, so the two never fight over the core.
+// Every call into the transport happens with the engine's mutex held.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <functional>
+#include <list>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "runtime/clock.hpp"
+#include "runtime/progress/schedule.hpp"
+#include "runtime/status.hpp"
+
+namespace quorum {
+
+// What the engine needs of the transport below it.
+struct ProgressSource {
+  std::function<bool()> progress;  // non-blocking; true if something completed
+  std::function<int()> event_fd;   // -1: no fd, the engine naps briefly instead
+  std::function<bool()> arm;       // false: events pending, do not sleep
+};
+
+class Request {
+ public:
+  Request(std::unique_ptr<Schedule> schedule, Deadline deadline, std::string what)
+      : schedule_(std::move(schedule)), deadline_(deadline), what_(std::move(what)) {}
+  bool complete() const { return complete_.load(std::memory_order_acquire); }
+  Status status() const { return status_; }
+  const std::string &what() const { return what_; }
+  Schedule &schedule() { return *schedule_; }
+  // Called by the engine (mutex held) once the schedule ended or was aborted.
+  std::function<void(Status)> on_complete;
+
+ private:
+  friend class ProgressEngine;
+  std::unique_ptr<Schedule> schedule_;
+  Deadline deadline_;
+  std::string what_;
+  std::atomic<bool> complete_{false};
+  bool aborted_ = false;
+  Status status_ = kOk;
+};
+
+using RequestPtr = std::shared_ptr<Request>;
+
+class ProgressEngine {
+ public:
+  explicit ProgressEngine(ProgressSource source, int rank);
+  ~ProgressEngine();
+  ProgressEngine(const ProgressEngine &) = delete;
+  ProgressEngine &operator=(const ProgressEngine &) = delete;
+
+  void start_thread();
+  void stop_thread();
+  bool thread_running() const { return thread_.joinable(); }
+
+  // Adds a request and makes a first pass over it.
+  void submit(const RequestPtr &request);
+  // Waits until the request completes or its deadline passes.
+  Status wait(const RequestPtr &request);
+  // One non-blocking pass; *done tells whether the request completed.
+  Status test(const RequestPtr &request, bool *done);
+
+  // One progress pass over the transport and every request (takes the mutex).
+  bool progress_once();
+  // Pending work that is not a request (e.g. partial activations) registers a
+  // poller that runs on every pass with the mutex held.
+  using Poller = std::function<bool()>;
+  int add_poller(Poller poller);
+  void remove_poller(int id);
+  // Wakes a sleeping waiter or the thread (new work, shutdown).
+  void wake();
+  std::mutex &mutex() { return mutex_; }
+
+  // Fails every active request (dead peer seen by the communicator).
+  void abort_all(Status status);
+
+ private:
+  bool progress_locked();
+  void sleep_for_events(int max_ms);
+  void thread_main();
+
+  ProgressSource source_;
+  int rank_;
+  std::mutex mutex_;
+  std::condition_variable done_cv_;
+  std::list<RequestPtr> active_;
+  std::vector<std::pair<int, Poller>> pollers_;
+  int next_poller_id_ = 0;
+  int wake_fd_ = -1;
+  std::thread thread_;
+  std::atomic<bool> stop_{false};
+  std::atomic<int> waiters_{0};
+};
+
+}  // namespace quorum

@@ -1,0 +1,1 @@
+// inproc_transport.cpp: (being written)

@@ -1,0 +1,1 @@
+// registry.cpp: (being written)

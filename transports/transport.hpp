@@ -30,9 +30,9 @@ struct TransportRequest {
   enum State : int { Pending = 0, Done = 1, Failed = 2 };
   std::atomic<int> state{Pending};
   Status status = kOk;
-  size_t bytes = 0;        // bytes received (recv)
+  size_t bytes = 0;  // bytes received (recv)
   int peer = -1;
-  void *impl = nullptr;    // the transport's own handle, for cancel()
+  void *impl = nullptr;  // the transport's own handle, for cancel()
 
   bool pending() const { return state.load(std::memory_order_acquire) == Pending; }
   void reset() {
@@ -97,7 +97,7 @@ using TransportFactory = std::unique_ptr<Transport> (*)();
 
 struct TransportInfo {
   std::string name;
-  int priority;  // higher wins under QUORUM_TRANSPORT=auto
+  int priority;        // higher wins under QUORUM_TRANSPORT=auto
   bool multi_process;  // false: ranks must be threads of one process (inproc)
   TransportFactory factory;
 };

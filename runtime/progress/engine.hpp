@@ -49,6 +49,7 @@ class Request {
   std::atomic<bool> complete_{false};
   bool aborted_ = false;
   Status status_ = kOk;
+  std::string detail_;  // the failure's detail, restored as last_error in wait()
 };
 
 using RequestPtr = std::shared_ptr<Request>;

@@ -22,6 +22,12 @@
 #include <type_traits>
 
 #include "collectives/reduce/half.hpp"
+#include "runtime/knobs.hpp"
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define QUORUM_HAVE_F16C_PATH 1
+#endif
 
 #if defined(__x86_64__) && defined(__GNUC__) && defined(__has_attribute)
 #if __has_attribute(target_clones)
@@ -33,6 +39,11 @@
 #endif
 
 namespace quorum {
+
+Knob<bool> knob_reduce_f16c("QUORUM_REDUCE_F16C", true,
+                            "float16 reductions convert with the CPU's F16C instructions when it "
+                            "has them (false: portable code, same results)");
+
 namespace {
 
 // Codecs: how an element is stored and in which type it is computed.
@@ -172,6 +183,102 @@ QUORUM_REDUCE_KERNELS_ALL_OPS(bf16, BFloat16)
 QUORUM_REDUCE_KERNELS_ALL_OPS(i32, I32)
 QUORUM_REDUCE_KERNELS_ALL_OPS(i64, I64)
 
+#if QUORUM_HAVE_F16C_PATH
+// float16 on CPUs with F16C: the compiler does not vectorise 16-bit float
+// conversions by itself, so the reduction runs in L1-sized chunks: convert
+// both operands to float32 with 8-wide F16C instructions, apply the float32
+// kernel of the same op (identical semantics: the portable path also computes
+// in float32 and rounds to nearest-even), convert back.
+__attribute__((target("avx2,f16c"))) void f16c_to_float(const uint16_t *in, float *out, size_t n) {
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    _mm256_storeu_ps(out + i,
+                     _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i *>(in + i))));
+  for (; i < n; ++i) out[i] = _cvtsh_ss(in[i]);
+}
+
+__attribute__((target("avx2,f16c"))) void f16c_to_half(const float *in, uint16_t *out, size_t n) {
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    _mm_storeu_si128(reinterpret_cast<__m128i *>(out + i),
+                     _mm256_cvtps_ph(_mm256_loadu_ps(in + i), _MM_FROUND_TO_NEAREST_INT));
+  for (; i < n; ++i) out[i] = _cvtss_sh(in[i], _MM_FROUND_TO_NEAREST_INT);
+}
+
+constexpr size_t kStageElems = 1024;  // 4 KiB of float32 per operand
+
+template <const Kernels *F32>
+void staged_f16_into(void *x, const void *y, size_t n) {
+  alignas(64) float fx[kStageElems];
+  alignas(64) float fy[kStageElems];
+  auto *hx = static_cast<uint16_t *>(x);
+  auto *hy = static_cast<const uint16_t *>(y);
+  for (size_t done = 0; done < n; done += kStageElems) {
+    const size_t m = std::min(kStageElems, n - done);
+    f16c_to_float(hx + done, fx, m);
+    f16c_to_float(hy + done, fy, m);
+    F32->into(fx, fy, m);
+    f16c_to_half(fx, hx + done, m);
+  }
+}
+
+template <const Kernels *F32>
+void staged_f16_out(void *o, const void *a, const void *b, size_t n) {
+  alignas(64) float fa[kStageElems];
+  alignas(64) float fb[kStageElems];
+  auto *ho = static_cast<uint16_t *>(o);
+  auto *ha = static_cast<const uint16_t *>(a);
+  auto *hb = static_cast<const uint16_t *>(b);
+  for (size_t done = 0; done < n; done += kStageElems) {
+    const size_t m = std::min(kStageElems, n - done);
+    f16c_to_float(ha + done, fa, m);
+    f16c_to_float(hb + done, fb, m);
+    F32->into(fa, fb, m);
+    f16c_to_half(fa, ho + done, m);
+  }
+}
+
+template <const Kernels *F32>
+void staged_f16_self(void *x, size_t n) {
+  alignas(64) float fx[kStageElems];
+  auto *hx = static_cast<uint16_t *>(x);
+  for (size_t done = 0; done < n; done += kStageElems) {
+    const size_t m = std::min(kStageElems, n - done);
+    f16c_to_float(hx + done, fx, m);
+    F32->self(fx, m);
+    f16c_to_half(fx, hx + done, m);
+  }
+}
+
+void staged_f16_scale(uint16_t *x, size_t n, float divisor) {
+  alignas(64) float fx[kStageElems];
+  for (size_t done = 0; done < n; done += kStageElems) {
+    const size_t m = std::min(kStageElems, n - done);
+    f16c_to_float(x + done, fx, m);
+    scale_f32(fx, m, divisor);
+    f16c_to_half(fx, x + done, m);
+  }
+}
+
+#define QUORUM_STAGED_F16(OPNAME)                                                    \
+  constexpr Kernels kernels_f16c_##OPNAME = {staged_f16_into<&kernels_f32_##OPNAME>, \
+                                             staged_f16_out<&kernels_f32_##OPNAME>,  \
+                                             staged_f16_self<&kernels_f32_##OPNAME>};
+QUORUM_STAGED_F16(sum)
+QUORUM_STAGED_F16(prod)
+QUORUM_STAGED_F16(min)
+QUORUM_STAGED_F16(max)
+
+bool use_f16c() {
+  static const bool cpu_has = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
+  return cpu_has && knob_reduce_f16c.get();
+}
+#else
+bool use_f16c() {
+  return false;
+}
+#endif
+
 #define QUORUM_SELECT_OP(TNAME)       \
   switch (op) {                       \
     case QUORUM_SUM:                  \
@@ -194,6 +301,11 @@ const Kernels *select_kernels(quorum_dtype_t dtype, quorum_op_t op) {
     case QUORUM_FLOAT64:
       QUORUM_SELECT_OP(f64)
     case QUORUM_FLOAT16:
+#if QUORUM_HAVE_F16C_PATH
+      if (use_f16c()) {
+        QUORUM_SELECT_OP(f16c)
+      }
+#endif
       QUORUM_SELECT_OP(f16)
     case QUORUM_BFLOAT16:
       QUORUM_SELECT_OP(bf16)
@@ -338,6 +450,12 @@ Status scale_average(void *buf, size_t count, quorum_dtype_t dtype, int nranks) 
       scale_maybe_misaligned(&scale_f64, buf, count, double(nranks));
       break;
     case QUORUM_FLOAT16:
+#if QUORUM_HAVE_F16C_PATH
+      if (use_f16c()) {
+        scale_maybe_misaligned(&staged_f16_scale, buf, count, float(nranks));
+        break;
+      }
+#endif
       scale_maybe_misaligned(&scale_f16, buf, count, float(nranks));
       break;
     case QUORUM_BFLOAT16:

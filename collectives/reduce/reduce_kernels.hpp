@@ -26,9 +26,14 @@
 #include <cstddef>
 
 #include "collectives/reduce/dtype.hpp"
+#include "runtime/knobs.hpp"
 #include "runtime/status.hpp"
 
 namespace quorum {
+
+// QUORUM_REDUCE_F16C (default true): float16 via F16C instructions where the
+// CPU has them; false selects the portable code (same results, slower).
+extern Knob<bool> knob_reduce_f16c;
 
 // inout[i] = inout[i] op in[i] for i < count. in may equal inout; partial
 // overlap is refused (QUORUM_ERR_INVALID_ARG).

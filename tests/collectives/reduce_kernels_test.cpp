@@ -218,8 +218,8 @@ void fill_random(quorum_dtype_t dt, unsigned char *p, size_t count, uint64_t see
   std::uniform_real_distribution<double> unit(-1.0, 1.0);
   std::uniform_int_distribution<int> exp(-30, 30);
   std::uniform_int_distribution<int> pick(0, 19);
-  auto real = [&](auto specials) {
-    using F = typename decltype(specials)::value_type;
+  auto real = [&](const auto &specials) {
+    using F = typename std::decay_t<decltype(specials)>::value_type;
     const int k = pick(rng);
     if (k < int(specials.size())) return specials[k];
     return F(std::ldexp(unit(rng), exp(rng)));
@@ -228,16 +228,18 @@ void fill_random(quorum_dtype_t dt, unsigned char *p, size_t count, uint64_t see
     switch (dt) {
       case QUORUM_FLOAT32: {
         using L = std::numeric_limits<float>;
-        store(p, i,
-              real(std::vector<float>{L::quiet_NaN(), L::infinity(), -L::infinity(), 0.0f, -0.0f,
-                                      L::denorm_min(), L::max(), -L::max()}));
+        static const std::vector<float> specials = {L::quiet_NaN(), L::infinity(), -L::infinity(),
+                                                    0.0f,           -0.0f,         L::denorm_min(),
+                                                    L::max(),       -L::max()};
+        store(p, i, real(specials));
         break;
       }
       case QUORUM_FLOAT64: {
         using L = std::numeric_limits<double>;
-        store(p, i,
-              real(std::vector<double>{L::quiet_NaN(), L::infinity(), -L::infinity(), 0.0, -0.0,
-                                       L::denorm_min(), L::max(), -L::max()}));
+        static const std::vector<double> specials = {
+            L::quiet_NaN(), L::infinity(),   -L::infinity(), 0.0,
+            -0.0,           L::denorm_min(), L::max(),       -L::max()};
+        store(p, i, real(specials));
         break;
       }
       case QUORUM_FLOAT16:
@@ -275,7 +277,6 @@ struct Buffers {
     fill_random(dt, a.data(), n, seed);
     fill_random(dt, b.data(), n, seed * 7919 + 1);
     want.resize(n * es + 64);
-    for (size_t i = 0; i < n; ++i) ref_element(dt, QUORUM_SUM, a.data(), b.data(), want.data(), i);
   }
   void expect(quorum_dtype_t dt, quorum_op_t op) {
     for (size_t i = 0; i < n; ++i) ref_element(dt, op, a.data(), b.data(), want.data(), i);
@@ -566,6 +567,46 @@ TEST(HalfConversion, FloatRoundingMatchesOracle) {
     ASSERT_EQ(h, f16_rounder().round(f)) << std::hex << bits;
     ASSERT_EQ(hb, bf16_rounder().round(f)) << std::hex << bits;
   }
+}
+
+TEST(ReduceKernels, Float16PortableAndF16cPathsMatchReference) {
+  // float16 has two implementations (F16C instructions where the CPU has
+  // them, portable code otherwise, chosen by QUORUM_REDUCE_F16C); both must
+  // give the reference results, including through the misaligned bounce path,
+  // self-reduction and the average scaling.
+  const size_t count = 5003;
+  Buffers buf(QUORUM_FLOAT16, count, 4242);
+  for (const char *f16c : {"0", "1"}) {
+    knob_reduce_f16c.set_override(std::string(f16c));
+    for (quorum_op_t op : kOps) {
+      SCOPED_TRACE(testing::Message() << "QUORUM_REDUCE_F16C=" << f16c << " op " << op_name(op));
+      buf.expect(QUORUM_FLOAT16, op);
+      std::vector<unsigned char> x = buf.a;
+      ASSERT_EQ(reduce_into(x.data(), buf.b.data(), count, QUORUM_FLOAT16, op), QUORUM_OK);
+      EXPECT_SAME_ELEMENTS(QUORUM_FLOAT16, buf.want.data(), x.data(), count, "into");
+      std::vector<unsigned char> out(count * 2);
+      ASSERT_EQ(reduce_out(out.data(), buf.a.data(), buf.b.data(), count, QUORUM_FLOAT16, op),
+                QUORUM_OK);
+      EXPECT_SAME_ELEMENTS(QUORUM_FLOAT16, buf.want.data(), out.data(), count, "out");
+      std::vector<unsigned char> shifted(count * 2 + 1);
+      std::memcpy(shifted.data() + 1, buf.a.data(), count * 2);
+      ASSERT_EQ(reduce_into(shifted.data() + 1, buf.b.data(), count, QUORUM_FLOAT16, op),
+                QUORUM_OK);
+      EXPECT_SAME_ELEMENTS(QUORUM_FLOAT16, buf.want.data(), shifted.data() + 1, count, "shifted");
+      std::vector<unsigned char> self_want(count * 2);
+      for (size_t i = 0; i < count; ++i)
+        ref_element(QUORUM_FLOAT16, op, buf.a.data(), buf.a.data(), self_want.data(), i);
+      x = buf.a;
+      ASSERT_EQ(reduce_into(x.data(), x.data(), count, QUORUM_FLOAT16, op), QUORUM_OK);
+      EXPECT_SAME_ELEMENTS(QUORUM_FLOAT16, self_want.data(), x.data(), count, "self");
+    }
+    std::vector<unsigned char> avg = buf.a, want(count * 2);
+    for (size_t i = 0; i < count; ++i)
+      store(want.data(), i, f16_rounder().round(decode_f16(load<uint16_t>(avg.data(), i)) / 5));
+    ASSERT_EQ(scale_average(avg.data(), count, QUORUM_FLOAT16, 5), QUORUM_OK);
+    EXPECT_SAME_ELEMENTS(QUORUM_FLOAT16, want.data(), avg.data(), count, "scale " << f16c);
+  }
+  knob_reduce_f16c.set_override(std::nullopt);
 }
 
 // ---- averages ----

@@ -25,6 +25,7 @@
 #include "runtime/knobs.hpp"
 
 #if defined(__x86_64__) && defined(__GNUC__)
+#include <cpuid.h>
 #include <immintrin.h>
 #define QUORUM_HAVE_F16C_PATH 1
 #endif
@@ -270,7 +271,13 @@ QUORUM_STAGED_F16(min)
 QUORUM_STAGED_F16(max)
 
 bool use_f16c() {
-  static const bool cpu_has = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
+  // (__builtin_cpu_supports knows "avx2", which includes the OS check for
+  // AVX state, but not "f16c" in every compiler: read CPUID leaf 1 for it.)
+  static const bool cpu_has = [] {
+    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+    return __builtin_cpu_supports("avx2") && __get_cpuid(1, &eax, &ebx, &ecx, &edx) != 0 &&
+           (ecx & bit_F16C) != 0;
+  }();
   return cpu_has && knob_reduce_f16c.get();
 }
 #else

@@ -7,17 +7,22 @@
 // compiler vectorises (the file is built at -O3 with AVX-512/AVX2/baseline
 // clones picked at load time).
 //
-// Semantics, the same on every rank so that all ranks compute bit-identical
-// results whatever order a pattern combines them in:
+// Semantics:
+// - Every op is commutative bit for bit (a op b == b op a, NaN payloads
+//   aside), so two ranks that combine the same two partial results in either
+//   order get identical bits (recursive doubling relies on it). Floating SUM
+//   and PROD are not associative: the result depends on the order in which a
+//   pattern combines the contributions.
 // - AVG reduces as SUM; the algorithm calls scale_average() once at the end.
 //   Integer averages divide with C++ truncation toward zero (-7 / 2 == -3).
 // - Integer SUM and PROD wrap around modulo 2^bits (two's complement), never UB.
 // - float16 / bfloat16 are computed in float32 and rounded to nearest-even,
 //   which gives the correctly rounded 16-bit result (see half.hpp).
 // - MIN / MAX on floating types propagate NaN: if either input is NaN the
-//   result is a quiet NaN (payload unspecified), as IEEE 754-2019
-//   minimum/maximum. -0 counts as smaller than +0, so both ops are
-//   commutative bit for bit.
+//   result is NaN (for float32/float64 one of the input NaNs; for 16-bit
+//   types a quiet NaN), as IEEE 754-2019 minimum/maximum, unlike std::min or
+//   fmin. -0 counts as smaller than +0, so both ops are commutative bit for
+//   bit. NaN payloads are unspecified for every op (SUM/PROD of NaN give NaN).
 // - Pointers need no particular alignment (byte-misaligned buffers are
 //   handled through a bounce buffer, slower); count == 0 is a no-op and then
 //   the pointers may be null.

@@ -92,8 +92,7 @@ HostIdentity local_host_identity() {
 }
 
 bool same_host(const HostIdentity &a, const HostIdentity &b) {
-  return a.hash == b.hash &&
-         std::strncmp(a.hostname, b.hostname, sizeof(a.hostname)) == 0;
+  return a.hash == b.hash && std::strncmp(a.hostname, b.hostname, sizeof(a.hostname)) == 0;
 }
 
 std::vector<int> local_ranks(const std::vector<HostIdentity> &ids, int rank) {
@@ -166,7 +165,8 @@ std::string describe_topology() {
   TopologyInfo info;
   std::string host = hostname();
   const std::string version = std::string("hwloc ") + HWLOC_VERSION;
-  if (query_topology(&info) != kOk) return fmt::format("host {}: topology unknown ({})", host, version);
+  if (query_topology(&info) != kOk)
+    return fmt::format("host {}: topology unknown ({})", host, version);
   return fmt::format("host {}: {}, {}, {}, {} ({})", host, plural(info.packages, "package"),
                      plural(info.numa_nodes, "NUMA node"), plural(info.cores, "core"),
                      plural(info.pus, "PU"), version);

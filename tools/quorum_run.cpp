@@ -39,8 +39,8 @@ using quorum::Clock;
 
 // Output of one rank's stdout or stderr, cut into lines.
 struct Stream {
-  int fd = -1;      // read end; -1 once closed
-  int target = 1;   // where prefixed lines go (our stdout or stderr)
+  int fd = -1;     // read end; -1 once closed
+  int target = 1;  // where prefixed lines go (our stdout or stderr)
   std::string partial;
 };
 
@@ -65,19 +65,24 @@ void write_all(int fd, const std::string &s) {
   }
 }
 
-void say(const std::string &text) { write_all(2, "quorum-run: " + text + "\n"); }
+void say(const std::string &text) {
+  write_all(2, "quorum-run: " + text + "\n");
+}
 
 std::string describe_status(int status) {
   if (WIFEXITED(status)) return "exited with status " + std::to_string(WEXITSTATUS(status));
   if (WIFSIGNALED(status)) {
     int sig = WTERMSIG(status);
     const char *name = sigabbrev_np(sig);
-    return "was killed by signal " + std::to_string(sig) + (name ? std::string(" (SIG") + name + ")" : "");
+    return "was killed by signal " + std::to_string(sig) +
+           (name ? std::string(" (SIG") + name + ")" : "");
   }
   return "ended with wait status " + std::to_string(status);
 }
 
-bool failed(int status) { return !WIFEXITED(status) || WEXITSTATUS(status) != 0; }
+bool failed(int status) {
+  return !WIFEXITED(status) || WEXITSTATUS(status) != 0;
+}
 
 std::string random_token() {
   unsigned char bytes[16];
@@ -170,7 +175,8 @@ class Job {
       Clock::time_point next = std::min(job_deadline, kill_deadline_);
       int timeout = -1;
       if (next != kNever) {
-        auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(next - Clock::now()).count();
+        auto ms =
+            std::chrono::duration_cast<std::chrono::milliseconds>(next - Clock::now()).count();
         timeout = ms < 0 ? 0 : static_cast<int>(std::min<int64_t>(ms + 1, 1 << 30));
       }
       int n = poll(fds.data(), fds.size(), timeout);
@@ -217,8 +223,9 @@ class Job {
       return spawn_error(r, "pipe", errno);
     }
     std::vector<std::string> env_text;
-    const std::vector<std::string> ours = {"QUORUM_RANK=", "QUORUM_SIZE=", "QUORUM_LOCAL_RANK=",
-                                           "QUORUM_LOCAL_SIZE=", "QUORUM_STORE=", "QUORUM_TOKEN="};
+    const std::vector<std::string> ours = {
+        "QUORUM_RANK=",       "QUORUM_SIZE=",  "QUORUM_LOCAL_RANK=",
+        "QUORUM_LOCAL_SIZE=", "QUORUM_STORE=", "QUORUM_TOKEN="};
     for (char **e = environ; *e != nullptr; ++e) {
       std::string v = *e;
       bool skip = v.rfind("PMIX_", 0) == 0;  // an outer launcher's job is not this one
@@ -246,8 +253,8 @@ class Job {
     posix_spawn_file_actions_adddup2(&fa, err_pipe[1], 2);
     posix_spawnattr_t attr;
     posix_spawnattr_init(&attr);
-    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK |
-                                        POSIX_SPAWN_SETSIGDEF);
+    posix_spawnattr_setflags(
+        &attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
     posix_spawnattr_setpgroup(&attr, 0);
     sigset_t empty, defaults;
     sigemptyset(&empty);
@@ -365,8 +372,9 @@ class Job {
 }  // namespace
 
 int main(int argc, char **argv) {
-  CLI::App app{"quorum-run: start N ranks of a program on this host, with a TCP store for "
-               "their bootstrap"};
+  CLI::App app{
+      "quorum-run: start N ranks of a program on this host, with a TCP store for "
+      "their bootstrap"};
   int size = 0;
   double timeout_s = 0;
   double grace_s = 5;

@@ -41,7 +41,9 @@ void put_u32(uint8_t *p, uint32_t v) {
 void put_u64(uint8_t *p, uint64_t v) {
   for (int i = 0; i < 8; ++i) p[i] = static_cast<uint8_t>(v >> (8 * i));
 }
-uint16_t get_u16(const uint8_t *p) { return static_cast<uint16_t>(p[0] | (p[1] << 8)); }
+uint16_t get_u16(const uint8_t *p) {
+  return static_cast<uint16_t>(p[0] | (p[1] << 8));
+}
 uint32_t get_u32(const uint8_t *p) {
   uint32_t v = 0;
   for (int i = 3; i >= 0; --i) v = (v << 8) | p[i];
@@ -113,7 +115,9 @@ bool parse_host_port(const std::string &address, std::string *host, int *port) {
 
 namespace {
 
-std::string errno_text(int err) { return std::strerror(err); }
+std::string errno_text(int err) {
+  return std::strerror(err);
+}
 
 std::string peer_name(int fd) {
   sockaddr_storage ss{};
@@ -155,7 +159,7 @@ struct TcpStoreServer::Impl {
     std::string peer;
     bool authed = false;
     Clock::time_point auth_deadline;
-    uint8_t header_bytes[kHeaderBytes];
+    uint8_t header_bytes[kHeaderBytes] = {};
     size_t header_got = 0;
     bool have_header = false;
     Header header;
@@ -193,7 +197,8 @@ struct TcpStoreServer::Impl {
       fds.clear();
       ids.clear();
       fds.push_back({wake_fd, POLLIN, 0});
-      fds.push_back({listen_fd, static_cast<short>(conns.size() < kMaxConnections ? POLLIN : 0), 0});
+      fds.push_back(
+          {listen_fd, static_cast<short>(conns.size() < kMaxConnections ? POLLIN : 0), 0});
       Clock::time_point next = Clock::time_point::max();
       for (auto &[id, c] : conns) {
         short ev = 0;
@@ -211,7 +216,8 @@ struct TcpStoreServer::Impl {
       }
       int timeout = -1;
       if (next != Clock::time_point::max()) {
-        auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(next - Clock::now()).count();
+        auto ms =
+            std::chrono::duration_cast<std::chrono::milliseconds>(next - Clock::now()).count();
         timeout = ms < 0 ? 0 : static_cast<int>(std::min<int64_t>(ms + 1, INT_MAX));
       }
       int n = poll(fds.data(), fds.size(), timeout);
@@ -292,9 +298,14 @@ struct TcpStoreServer::Impl {
     Header r;
     r.op = reply;
     encode_header(r, h);
+    owner->rejected_.fetch_add(1);  // before the reply, so a client that saw it sees the count
     ssize_t ignored = send(c.fd, h, sizeof(h), MSG_NOSIGNAL | MSG_DONTWAIT);
     (void)ignored;
-    owner->rejected_.fetch_add(1);
+    // Closing with unread input makes the kernel reset the connection, which
+    // can destroy the reply in flight: discard what has already arrived (bounded).
+    uint8_t sink[4096];
+    for (int i = 0; i < 16 && recv(c.fd, sink, sizeof(sink), MSG_DONTWAIT) > 0; ++i) {
+    }
     close_conn(id);
   }
 
@@ -326,7 +337,8 @@ struct TcpStoreServer::Impl {
     size_t start = c.out.size();
     c.out.resize(start + kHeaderBytes + h.value_len);
     encode_header(h, c.out.data() + start);
-    if (h.value_len > 0) std::memcpy(c.out.data() + start + kHeaderBytes, value->data(), h.value_len);
+    if (h.value_len > 0)
+      std::memcpy(c.out.data() + start + kHeaderBytes, value->data(), h.value_len);
   }
 
   // Reads and serves whole requests until the socket runs dry, a Get parks or
@@ -363,7 +375,14 @@ struct TcpStoreServer::Impl {
           return;
         }
         if (!c.have_header) {
+          size_t before = c.header_got;
           c.header_got += static_cast<size_t>(n);
+          // Reject a wrong magic as soon as it is visible, not only after 24 bytes.
+          if (before < 4 && c.header_got >= 4 && decode_header(c.header_bytes).magic != kMagic) {
+            reject(id, c.authed ? kReplyBadRequest : kReplyAuthFailed,
+                   fmt::format("bad magic 0x{:08x}", decode_header(c.header_bytes).magic));
+            return;
+          }
           if (c.header_got < kHeaderBytes) continue;
           c.header = decode_header(c.header_bytes);
           std::string why = check_header(c);
@@ -542,8 +561,10 @@ Status TcpStoreServer::start(const Options &options, std::unique_ptr<TcpStoreSer
   auto impl = std::make_unique<Impl>();
   impl->owner = server.get();
   impl->token = options.token;
-  int64_t max_value = options.max_value_bytes >= 0 ? options.max_value_bytes : knob_store_max_value.get();
-  impl->max_value = static_cast<uint64_t>(std::min<int64_t>(std::max<int64_t>(max_value, 0), UINT32_MAX));
+  int64_t max_value =
+      options.max_value_bytes >= 0 ? options.max_value_bytes : knob_store_max_value.get();
+  impl->max_value =
+      static_cast<uint64_t>(std::min<int64_t>(std::max<int64_t>(max_value, 0), UINT32_MAX));
   std::string last_error = "no address";
   for (addrinfo *ai = res; ai != nullptr; ai = ai->ai_next) {
     int fd = socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, ai->ai_protocol);
@@ -594,7 +615,9 @@ void TcpStoreServer::stop() {
   thread_.join();
 }
 
-TcpStoreServer::~TcpStoreServer() { stop(); }
+TcpStoreServer::~TcpStoreServer() {
+  stop();
+}
 
 // ---------------------------------------------------------------- client
 
@@ -722,7 +745,8 @@ Status TcpStoreClient::connect(const std::string &address, const std::string &to
                   why);
     }
     // The store may not be up yet: wait a little longer each time.
-    std::this_thread::sleep_for(std::chrono::milliseconds(std::min(backoff_ms, deadline.remaining_ms(200))));
+    std::this_thread::sleep_for(
+        std::chrono::milliseconds(std::min(backoff_ms, deadline.remaining_ms(200))));
     backoff_ms = std::min(backoff_ms * 2, 200);
   }
   int one = 1;
@@ -732,8 +756,8 @@ Status TcpStoreClient::connect(const std::string &address, const std::string &to
   Status s = client->call(kAuth, "", token.data(), token.size(), 0, deadline, &reply, nullptr);
   if (s != kOk) return s;
   if (reply.op != kReplyOk) {
-    return fail(QUORUM_ERR_BOOTSTRAP, "store",
-                "the store at {} rejected this process's job token (QUORUM_TOKEN)", address);
+    return fail(QUORUM_ERR_BOOTSTRAP, "store", "the store at {} answered {} to authentication",
+                address, reply.op);
   }
   *out = std::move(client);
   return kOk;
@@ -785,6 +809,10 @@ Status TcpStoreClient::call(uint16_t op, const std::string &key, const void *val
   if (reply->op == kReplyBadRequest || reply->op == kReplyAuthFailed) {
     close(fd_);  // the server closes the connection after these
     fd_ = -1;
+    if (op == kAuth) {
+      return fail(QUORUM_ERR_BOOTSTRAP, "store",
+                  "the store at {} rejected this process's job token (QUORUM_TOKEN)", address_);
+    }
     return fail(QUORUM_ERR_BOOTSTRAP, "store", "store {} refused op {} on key '{}' ({} bytes)",
                 address_, op, key, bytes);
   }
@@ -793,15 +821,15 @@ Status TcpStoreClient::call(uint16_t op, const std::string &key, const void *val
 
 Status TcpStoreClient::set(const std::string &key, const void *value, size_t bytes) {
   Header reply;
-  QUORUM_CHECK(call(kSet, key, value, bytes, 0, Deadline::after_ms(knob_timeout_ms.get()), &reply,
-                    nullptr));
+  QUORUM_CHECK(
+      call(kSet, key, value, bytes, 0, Deadline::after_ms(knob_timeout_ms.get()), &reply, nullptr));
   return kOk;
 }
 
 Status TcpStoreClient::try_get(const std::string &key, std::vector<uint8_t> *value,
                                Deadline deadline, bool *found) {
-  uint64_t wait_ms = deadline.infinite() ? kWaitForever
-                                         : static_cast<uint64_t>(deadline.remaining_ms(INT_MAX));
+  uint64_t wait_ms =
+      deadline.infinite() ? kWaitForever : static_cast<uint64_t>(deadline.remaining_ms(INT_MAX));
   // The server answers NotFound at the deadline; the extra second covers the
   // round trip, so a dead server is still noticed.
   Deadline reply_deadline =

@@ -384,7 +384,9 @@ int main(int argc, char **argv) {
   app.add_option("--grace", grace_s, "Seconds between SIGTERM and SIGKILL when ending ranks")
       ->check(CLI::NonNegativeNumber);
   app.prefix_command();  // everything from the program name on belongs to it
-  app.footer("Example: quorum-run -n 4 -- ./my_program --steps 10");
+  app.footer(
+      "Usage: quorum-run -n N [--timeout S] [--grace S] [--] prog args...\n"
+      "Example: quorum-run -n 4 -- ./my_program --steps 10");
   CLI11_PARSE(app, argc, argv);
   std::vector<std::string> command = app.remaining();
   if (!command.empty() && command.front() == "--") command.erase(command.begin());

@@ -1,5 +1,6 @@
 // bootstrap_select.cpp: picks the bootstrap of a process from its environment
 // (QUORUM_BOOTSTRAP=auto|pmix|store|single).
+#include <atomic>
 #include <cstdlib>
 
 #include "runtime/bootstrap/bootstrap.hpp"
@@ -34,8 +35,13 @@ Status try_pmix(bool required, std::unique_ptr<Bootstrap> *out) {
 }
 
 Status store(std::unique_ptr<Bootstrap> *out) {
+  // Each bootstrap of this process gets its own key space in the job's store.
+  // Bootstraps are created collectively (in the same order on every rank),
+  // so the k-th one of every rank shares the prefix "b<k>/".
+  static std::atomic<int> instances{0};
   StoreBootstrapParams params;
   QUORUM_CHECK(store_params_from_environment(&params));
+  params.key_prefix = fmt::format("b{}/", instances.fetch_add(1));
   return make_store_bootstrap(params, out);
 }
 

@@ -1,10 +1,12 @@
 // pmix_bootstrap.cpp: allgather by PMIx_Put / PMIx_Commit / PMIx_Fence (with
 // data collection) / PMIx_Get from every rank. Each allgather uses a fresh key
-// "quorum.ag.<seq>", so rounds never read each other's values.
+// "quorum.ag.<seq>" (seq counted per process), so rounds never read each
+// other's values.
 #include "runtime/bootstrap/pmix_bootstrap.hpp"
 
 #include <pmix.h>
 
+#include <atomic>
 #include <cstring>
 #include <string>
 
@@ -14,6 +16,8 @@
 namespace quorum {
 
 namespace {
+
+std::atomic<uint64_t> g_sequence{0};
 
 class PmixBootstrap : public Bootstrap {
  public:
@@ -29,7 +33,10 @@ class PmixBootstrap : public Bootstrap {
   int size() const override { return size_; }
 
   Status allgather(const void *in, void *out, size_t bytes) override {
-    const uint64_t seq = seq_++;
+    // One counter for the whole process: two bootstraps (two communicators)
+    // must not reuse each other's keys. PMIx fences are job-wide anyway, so
+    // every rank already calls allgathers in the same order.
+    const uint64_t seq = g_sequence.fetch_add(1);
     std::string key = fmt::format("quorum.ag.{}", seq);
     pmix_value_t value;
     PMIX_VALUE_CONSTRUCT(&value);
@@ -91,7 +98,6 @@ class PmixBootstrap : public Bootstrap {
 
   pmix_proc_t me_;
   int size_;
-  uint64_t seq_ = 0;
 };
 
 }  // namespace

@@ -93,6 +93,11 @@ int main(int argc, char **argv) {
     }
   }
 
+  // Zero bytes is legal and must still synchronize.
+  if (b->allgather(nullptr, nullptr, 0) != quorum::kOk) {
+    return check_failed(rank, std::string("empty allgather: ") + quorum::last_error());
+  }
+
   // Every rank runs on this host, so all are local to each other.
   quorum::HostIdentity me = quorum::local_host_identity();
   std::vector<quorum::HostIdentity> ids(static_cast<size_t>(size));
@@ -102,6 +107,26 @@ int main(int argc, char **argv) {
   if (quorum::local_ranks(ids, rank).size() != static_cast<size_t>(size)) {
     return check_failed(rank, "not every rank is on this host");
   }
+  // A second bootstrap in the same process (a second communicator) has its
+  // own rounds: interleaved allgathers must not see each other's values.
+  std::unique_ptr<quorum::Bootstrap> second;
+  if (quorum::bootstrap_from_environment(&second) != quorum::kOk) {
+    return check_failed(rank, std::string("second bootstrap: ") + quorum::last_error());
+  }
+  for (int round = 0; round < 2; ++round) {
+    int mine[2] = {1000 + rank, 2000 + rank};
+    std::vector<int> first_out(static_cast<size_t>(size)), second_out(static_cast<size_t>(size));
+    if (b->allgather(&mine[0], first_out.data(), sizeof(int)) != quorum::kOk ||
+        second->allgather(&mine[1], second_out.data(), sizeof(int)) != quorum::kOk) {
+      return check_failed(rank, std::string("interleaved allgather: ") + quorum::last_error());
+    }
+    for (int r = 0; r < size; ++r) {
+      if (first_out[r] != 1000 + r || second_out[r] != 2000 + r) {
+        return check_failed(rank, "interleaved allgather mixed up the two bootstraps");
+      }
+    }
+  }
+  second.reset();
   if (b->barrier() != quorum::kOk) return check_failed(rank, quorum::last_error());
   std::printf("rank %d of %d: bootstrap %s ok\n", rank, size, b->name());
   return 0;

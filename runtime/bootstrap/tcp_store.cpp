@@ -180,6 +180,7 @@ struct TcpStoreServer::Impl {
   uint64_t max_value = 0;
   std::atomic<bool> stopping{false};
   uint64_t next_id = 1;
+  Clock::time_point accept_resume{};  // out of fds: stop accepting until then
   std::map<uint64_t, std::unique_ptr<Conn>> conns;
   std::unordered_map<std::string, std::vector<uint8_t>> data;
   std::unordered_map<std::string, std::vector<uint64_t>> waiters;
@@ -197,9 +198,13 @@ struct TcpStoreServer::Impl {
       fds.clear();
       ids.clear();
       fds.push_back({wake_fd, POLLIN, 0});
-      fds.push_back(
-          {listen_fd, static_cast<short>(conns.size() < kMaxConnections ? POLLIN : 0), 0});
       Clock::time_point next = Clock::time_point::max();
+      bool accepting = conns.size() < kMaxConnections;
+      if (accepting && accept_resume > Clock::now()) {
+        accepting = false;
+        next = accept_resume;
+      }
+      fds.push_back({listen_fd, static_cast<short>(accepting ? POLLIN : 0), 0});
       for (auto &[id, c] : conns) {
         short ev = 0;
         if (c->out_sent < c->out.size()) {
@@ -251,7 +256,13 @@ struct TcpStoreServer::Impl {
     for (;;) {
       int fd = accept4(listen_fd, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
       if (fd < 0) {
-        if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR && errno != ECONNABORTED) {
+        if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+          // The listening socket stays readable: pause instead of spinning.
+          QLOG_WARN("store", "store server: accept failed: {}; pausing new connections",
+                    errno_text(errno));
+          accept_resume = Clock::now() + std::chrono::milliseconds(100);
+        } else if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR &&
+                   errno != ECONNABORTED) {
           QLOG_WARN("store", "store server: accept failed: {}", errno_text(errno));
         }
         return;

@@ -44,7 +44,11 @@ int main(int argc, char **argv) {
       return 2;
     }
   }
-  if (sleep_s > 0) sleep(static_cast<unsigned>(sleep_s));
+  if (sleep_s > 0) {
+    std::printf("sleeping %d s\n", sleep_s);
+    std::fflush(stdout);
+    sleep(static_cast<unsigned>(sleep_s));
+  }
 
   std::unique_ptr<quorum::Bootstrap> b;
   if (quorum::bootstrap_from_environment(&b) != quorum::kOk) {

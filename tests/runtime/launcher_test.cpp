@@ -4,6 +4,8 @@
 //   launcher_test --quorum-run=PATH --check=PATH [--mode=mpirun --mpirun=PATH]
 // In mpirun mode without an mpirun the test exits 77 (meson: SKIP).
 #include <gtest/gtest.h>
+#include <poll.h>
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -74,6 +76,46 @@ TEST(QuorumRun, TimeoutEndsTheJobWith124) {
   Result r = run(quote(g_quorum_run) + " -n 2 --timeout 1 -- " + quote(g_check) + " --sleep 60");
   EXPECT_EQ(r.exit_code, 124) << r.output;
   EXPECT_TRUE(contains(r.output, "--timeout")) << r.output;
+}
+
+TEST(QuorumRun, ForwardsSigint) {
+  // Start quorum-run with its output on a pipe, wait until both ranks run,
+  // then interrupt it as a terminal's Ctrl-C would.
+  int out[2];
+  ASSERT_EQ(pipe(out), 0);
+  pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    dup2(out[1], 1);
+    dup2(out[1], 2);
+    close(out[0]);
+    execl(g_quorum_run.c_str(), g_quorum_run.c_str(), "-n", "2", "--", g_check.c_str(), "--sleep",
+          "60", static_cast<char *>(nullptr));
+    _exit(126);
+  }
+  close(out[1]);
+  std::string output;
+  bool interrupted = false;
+  char buf[4096];
+  for (;;) {
+    pollfd p{out[0], POLLIN, 0};
+    if (poll(&p, 1, 30000) != 1) break;
+    ssize_t n = read(out[0], buf, sizeof(buf));
+    if (n <= 0) break;
+    output.append(buf, static_cast<size_t>(n));
+    if (!interrupted && contains(output, "[0] sleeping") && contains(output, "[1] sleeping")) {
+      kill(pid, SIGINT);
+      interrupted = true;
+    }
+  }
+  close(out[0]);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  ASSERT_TRUE(interrupted) << output;
+  ASSERT_TRUE(WIFEXITED(status)) << output;
+  EXPECT_EQ(WEXITSTATUS(status), 130) << output;
+  EXPECT_TRUE(contains(output, "rank 0 was killed by signal 2")) << output;
+  EXPECT_TRUE(contains(output, "rank 1 was killed by signal 2")) << output;
 }
 
 TEST(QuorumRun, MissingProgram) {

@@ -21,11 +21,11 @@ int thread_allgather(const void *send, void *recv, size_t bytes, void *ctx) {
 }
 
 TEST(CppWrapper, AllreduceAndRequestsOverOob) {
-  const int p = 3;
+  constexpr int p = 3;
   auto group = quorum::ThreadGroup::create(p);
   std::vector<std::thread> threads;
   for (int r = 0; r < p; ++r) {
-    threads.emplace_back([group, r] {
+    threads.emplace_back([group, r, p] {
       ThreadOob ctx{group, r};
       quorum_oob_t oob{r, p, thread_allgather, &ctx};
       // Ranks in one process: pick the inproc transport explicitly.

@@ -1,0 +1,135 @@
+// ucx_dead_peer_test.cpp: a peer process dies without closing its endpoints;
+// the survivor's pending receive from it must fail with QUORUM_ERR_PEER_FAILED
+// and the peer must be reported failed. The two processes exchange UCX
+// addresses through a pipe-based bootstrap. Its own executable, so that the
+// fork happens before this process has started any UCX threads.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <vector>
+
+#include "runtime/clock.hpp"
+#include "runtime/log.hpp"
+#include "tests/transports/transport_test_util.hpp"
+#include "transports/ucx/ucx_transport.hpp"
+
+namespace quorum {
+namespace {
+
+// Two ranks, one pipe each way; allgather = write ours, read theirs.
+class PipeBootstrap : public Bootstrap {
+ public:
+  PipeBootstrap(int rank, int read_fd, int write_fd)
+      : rank_(rank), read_fd_(read_fd), write_fd_(write_fd) {}
+  ~PipeBootstrap() override {
+    close(read_fd_);
+    close(write_fd_);
+  }
+  const char *name() const override { return "pipe"; }
+  int rank() const override { return rank_; }
+  int size() const override { return 2; }
+  Status allgather(const void *in, void *out, size_t bytes) override {
+    auto *result = static_cast<uint8_t *>(out);
+    std::memcpy(result + rank_ * bytes, in, bytes);
+    const auto *from = static_cast<const uint8_t *>(in);
+    for (size_t done = 0; done < bytes;) {
+      ssize_t n = write(write_fd_, from + done, bytes - done);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) return fail(QUORUM_ERR_BOOTSTRAP, "test", "pipe write: {}", strerror(errno));
+      done += static_cast<size_t>(n);
+    }
+    uint8_t *to = result + (1 - rank_) * bytes;
+    Deadline deadline = Deadline::after_ms(5000);
+    for (size_t done = 0; done < bytes;) {
+      pollfd p{read_fd_, POLLIN, 0};
+      int ready = poll(&p, 1, deadline.remaining_ms(1000));
+      if (ready == 0 && deadline.expired()) return fail(QUORUM_ERR_TIMEOUT, "test", "pipe read");
+      if (ready <= 0) continue;
+      ssize_t n = read(read_fd_, to + done, bytes - done);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) return fail(QUORUM_ERR_BOOTSTRAP, "test", "pipe closed by the peer");
+      done += static_cast<size_t>(n);
+    }
+    return kOk;
+  }
+
+ private:
+  int rank_;
+  int read_fd_;
+  int write_fd_;
+};
+
+// The child: connect, send one message, then die without any cleanup.
+[[noreturn]] void child_main(int read_fd, int write_fd) {
+  set_log_rank(1);
+  PipeBootstrap bootstrap(1, read_fd, write_fd);
+  auto transport = make_ucx_transport();
+  if (transport->init(bootstrap) != kOk) _exit(2);
+  uint64_t hello = 12345;
+  TransportRequest req;
+  if (transport->send(0, 1, &hello, sizeof hello, &req) != kOk) _exit(3);
+  if (!test::wait_request(*transport, req) || req.state.load() != TransportRequest::Done) _exit(4);
+  // Wait until the parent has received it, so the death is what it sees next.
+  uint8_t go = 0, ignored[2];
+  if (bootstrap.allgather(&go, ignored, 1) != kOk) _exit(5);
+  _exit(0);
+}
+
+TEST(UcxDeadPeer, PendingReceiveFailsWhenPeerDies) {
+  signal(SIGPIPE, SIG_IGN);
+  int to_child[2], to_parent[2];
+  ASSERT_EQ(pipe(to_child), 0);
+  ASSERT_EQ(pipe(to_parent), 0);
+  pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    close(to_child[1]);
+    close(to_parent[0]);
+    child_main(to_child[0], to_parent[1]);
+  }
+  close(to_child[0]);
+  close(to_parent[1]);
+  set_log_rank(0);
+  PipeBootstrap bootstrap(0, to_parent[0], to_child[1]);
+  auto transport = make_ucx_transport();
+  ASSERT_EQ(transport->init(bootstrap), kOk) << last_error();
+
+  uint64_t hello = 0;
+  TransportRequest first;
+  ASSERT_EQ(transport->recv(1, 1, &hello, sizeof hello, &first), kOk);
+  ASSERT_TRUE(test::wait_request(*transport, first));
+  ASSERT_EQ(first.state.load(), TransportRequest::Done);
+  EXPECT_EQ(hello, 12345u);
+
+  uint64_t never = 0;
+  TransportRequest pending;
+  ASSERT_EQ(transport->recv(1, 2, &never, sizeof never, &pending), kOk);
+  uint8_t go = 1, ignored[2];
+  ASSERT_EQ(bootstrap.allgather(&go, ignored, 1), kOk);
+  int child_status = 0;
+  ASSERT_EQ(waitpid(child, &child_status, 0), child);
+  ASSERT_TRUE(WIFEXITED(child_status));
+  ASSERT_EQ(WEXITSTATUS(child_status), 0) << "child failed before dying on purpose";
+
+  ASSERT_TRUE(test::wait_request(*transport, pending, 15000))
+      << "no failure reported 15 s after the peer died";
+  EXPECT_EQ(pending.state.load(), TransportRequest::Failed);
+  EXPECT_EQ(pending.status, QUORUM_ERR_PEER_FAILED);
+  EXPECT_TRUE(transport->peer_failed(1));
+
+  // New operations with the dead peer fail at once.
+  TransportRequest later;
+  EXPECT_EQ(transport->send(1, 3, &never, sizeof never, &later), QUORUM_ERR_PEER_FAILED);
+  EXPECT_EQ(later.state.load(), TransportRequest::Failed);
+  EXPECT_EQ(transport->recv(1, 3, &never, sizeof never, &later), QUORUM_ERR_PEER_FAILED);
+
+  // Shutdown cannot meet the dead peer at the barrier; it still cleans up.
+  EXPECT_NE(transport->shutdown(bootstrap), kOk);
+}
+
+}  // namespace
+}  // namespace quorum

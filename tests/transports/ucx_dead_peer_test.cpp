@@ -108,6 +108,10 @@ TEST(UcxDeadPeer, PendingReceiveFailsWhenPeerDies) {
   uint64_t never = 0;
   TransportRequest pending;
   ASSERT_EQ(transport->recv(1, 2, &never, sizeof never, &pending), kOk);
+  // A large send the child never receives (rendezvous: it waits for the peer).
+  std::vector<uint8_t> large(size_t{4} << 20, 0x5a);
+  TransportRequest unsent;
+  ASSERT_EQ(transport->send(1, 9, large.data(), large.size(), &unsent), kOk);
   uint8_t go = 1, ignored[2];
   ASSERT_EQ(bootstrap.allgather(&go, ignored, 1), kOk);
   int child_status = 0;
@@ -120,6 +124,9 @@ TEST(UcxDeadPeer, PendingReceiveFailsWhenPeerDies) {
   EXPECT_EQ(pending.state.load(), TransportRequest::Failed);
   EXPECT_EQ(pending.status, QUORUM_ERR_PEER_FAILED);
   EXPECT_TRUE(transport->peer_failed(1));
+  ASSERT_TRUE(test::wait_request(*transport, unsent, 5000));
+  EXPECT_EQ(unsent.state.load(), TransportRequest::Failed);
+  EXPECT_EQ(unsent.status, QUORUM_ERR_PEER_FAILED);
 
   // New operations with the dead peer fail at once.
   TransportRequest later;

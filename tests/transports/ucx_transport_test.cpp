@@ -9,9 +9,11 @@
 
 #include <chrono>
 #include <cstring>
+#include <optional>
 #include <thread>
 #include <vector>
 
+#include "runtime/knobs.hpp"
 #include "tests/transports/transport_test_util.hpp"
 #include "transports/ucx/ucx_info.hpp"
 
@@ -367,6 +369,18 @@ TEST(UcxTransport, SingleRank) {
   EXPECT_EQ(t->size(), 1);
   EXPECT_FALSE(t->progress());
   EXPECT_EQ(t->shutdown(*single), kOk);
+}
+
+TEST(UcxTransport, InitFailsCleanlyWhenAPeerNeverJoins) {
+  knob_timeout_ms.set_override("300");
+  auto group = ThreadGroup::create(2);
+  auto bootstrap = group->bootstrap(0);
+  auto t = make_ucx_transport();
+  EXPECT_EQ(t->init(*bootstrap), QUORUM_ERR_TIMEOUT);
+  EXPECT_EQ(t->event_fd(), -1);
+  EXPECT_FALSE(t->progress());
+  EXPECT_FALSE(t->arm());
+  knob_timeout_ms.set_override(std::nullopt);
 }
 
 TEST(UcxTransport, DestroyWithoutShutdownFailsPendingRequests) {

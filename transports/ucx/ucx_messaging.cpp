@@ -8,6 +8,7 @@
 // delivered by the next progress(), as the Transport interface promises.
 #include <new>
 
+#include "runtime/clock.hpp"
 #include "runtime/log.hpp"
 #include "transports/ucx/ucx_info.hpp"
 #include "transports/ucx/ucx_op.hpp"
@@ -224,17 +225,32 @@ void UcxTransport::complete(TransportRequest *req, Status status, size_t bytes) 
 
 void UcxTransport::error_callback(void *arg, ucp_ep_h /*ep*/, ucs_status_t status) {
   Peer &peer = *static_cast<Peer *>(arg);
-  UcxTransport &self = *peer.owner;
+  peer.owner->mark_peer_failed(peer, status, ucs_status_string(status));
+}
+
+void UcxTransport::mark_peer_failed(Peer &peer, ucs_status_t status, const char *cause) {
   if (peer.failed.load()) return;
   peer.cause = status;
   peer.failed.store(true, std::memory_order_release);
-  self.failures_pending_ = true;
-  if (self.shutting_down_) {
-    QLOG_DEBUG("ucx", "rank {}: peer {} disconnected during shutdown: {}", self.rank_, peer.rank,
-               ucs_status_string(status));
+  failures_pending_ = true;
+  if (shutting_down_) {
+    QLOG_DEBUG("ucx", "rank {}: peer {} disconnected during shutdown: {}", rank_, peer.rank, cause);
   } else {
-    fail(QUORUM_ERR_PEER_FAILED, "ucx", "rank {}: lost peer {}: {}", self.rank_, peer.rank,
-         ucs_status_string(status));
+    fail(QUORUM_ERR_PEER_FAILED, "ucx", "rank {}: lost peer {}: {}", rank_, peer.rank, cause);
+  }
+}
+
+void UcxTransport::check_local_peers() {
+  uint64_t now = now_ns();
+  if (now < next_liveness_check_ns_) return;
+  next_liveness_check_ns_ = now + static_cast<uint64_t>(knob_ucx_keepalive_ms.get()) * 1000000;
+  for (const auto &peer : peers_) {
+    // Idle peers are left to UCX's keepalive; this covers what it misses.
+    if (!peer->watched || peer->ops == nullptr || peer->failed.load()) continue;
+    if (process_liveness(peer->process) == Liveness::Gone) {
+      mark_peer_failed(*peer, UCS_ERR_ENDPOINT_TIMEOUT,
+                       fmt::format("process {} has exited", peer->process.pid).c_str());
+    }
   }
 }
 
@@ -279,6 +295,7 @@ bool UcxTransport::progress() {
   }
   deferred_.clear();
   drive_worker();
+  if (peer_error_mode_) check_local_peers();
   handle_peer_failures();
   in_progress_ = false;
   return completions_ != before;

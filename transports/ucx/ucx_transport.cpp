@@ -90,6 +90,7 @@ Status UcxTransport::init(Bootstrap &bootstrap) {
   Status status = create_context();
   if (status == kOk) status = create_worker();
   if (status == kOk) status = connect_peers(bootstrap);
+  if (status == kOk) status = exchange_process_identities(bootstrap);
   if (status == kOk) {
     log_selected_transports();
     status = bootstrap.barrier();
@@ -240,6 +241,24 @@ Status UcxTransport::connect_peers(Bootstrap &bootstrap) {
                   ucs_status_string(st));
     }
   }
+  return kOk;
+}
+
+Status UcxTransport::exchange_process_identities(Bootstrap &bootstrap) {
+  ProcessIdentity me = ProcessIdentity::self();
+  std::vector<ProcessIdentity> all(static_cast<size_t>(size_));
+  QUORUM_CHECK(bootstrap.allgather(&me, all.data(), sizeof(ProcessIdentity)));
+  int watched = 0;
+  for (int p = 0; p < size_; ++p) {
+    Peer &peer = *peers_[p];
+    peer.process = all[p];
+    peer.process.boot_id[sizeof(peer.process.boot_id) - 1] = '\0';
+    // Only what can be seen alive now can later be declared dead.
+    peer.watched = peer_error_mode_ && p != rank_ && me.can_watch(peer.process) &&
+                   process_liveness(peer.process) == Liveness::Alive;
+    watched += peer.watched ? 1 : 0;
+  }
+  QLOG_DEBUG("ucx", "rank {}: watching {} local peer processes", rank_, watched);
   return kOk;
 }
 

@@ -22,6 +22,7 @@
 #include "runtime/clock.hpp"
 #include "runtime/knobs.hpp"
 #include "transports/transport.hpp"
+#include "transports/ucx/process_liveness.hpp"
 
 namespace quorum {
 
@@ -61,7 +62,9 @@ class UcxTransport : public Transport {
     std::atomic<bool> failed{false};
     bool failure_handled = false;
     ucs_status_t cause = UCS_OK;
-    Op *ops = nullptr;  // head of the intrusive list of pending operations
+    Op *ops = nullptr;     // head of the intrusive list of pending operations
+    bool watched = false;  // a process of this host whose liveness we check
+    ProcessIdentity process{};
   };
   // A completion that happened outside progress() (cancel, forced close); it
   // is delivered by the next progress() so that callers see it there.
@@ -75,6 +78,7 @@ class UcxTransport : public Transport {
   Status create_context();
   Status create_worker();
   Status connect_peers(Bootstrap &bootstrap);
+  Status exchange_process_identities(Bootstrap &bootstrap);
   void log_selected_transports();
   Status check_peer(int peer, const char *op) const;
 
@@ -82,6 +86,10 @@ class UcxTransport : public Transport {
   static void recv_callback(void *request, ucs_status_t status, const ucp_tag_recv_info_t *info,
                             void *user_data);
   static void error_callback(void *arg, ucp_ep_h ep, ucs_status_t status);
+  void mark_peer_failed(Peer &peer, ucs_status_t status, const char *cause);
+  // Checks (at most every keepalive interval) that local peers with pending
+  // operations still run; see process_liveness.hpp for why.
+  void check_local_peers();
 
   Op *track(void *ucp_request, int peer, bool is_recv, uint64_t tag, size_t bytes,
             TransportRequest *req);
@@ -104,6 +112,7 @@ class UcxTransport : public Transport {
   bool in_progress_ = false;
   bool failures_pending_ = false;
   uint64_t completions_ = 0;
+  uint64_t next_liveness_check_ns_ = 0;
   std::vector<std::unique_ptr<Peer>> peers_;
   std::vector<Deferred> deferred_;
   std::string selected_;  // e.g. "posix, tcp; memory, lo"

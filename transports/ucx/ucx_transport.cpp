@@ -22,8 +22,8 @@ namespace quorum {
 Knob<std::string> knob_ucx_error_mode(
     "QUORUM_UCX_ERROR_MODE", "peer",
     "UCX endpoint error handling: peer (a dead peer fails pending operations with "
-    "QUORUM_ERR_PEER_FAILED) or none (no detection; lets UCX 1.13 use shared memory, which "
-    "it does not offer in peer mode)",
+    "QUORUM_ERR_PEER_FAILED) or none (no detection, but UCX may then also use transports "
+    "without failure reporting, e.g. cma for large messages between local processes)",
     {"peer", "none"});
 Knob<int64_t> knob_ucx_keepalive_ms(
     "QUORUM_UCX_KEEPALIVE_MS", 1000,

@@ -3,9 +3,10 @@
 //
 // One ucp_context and one ucp_worker per instance, one endpoint per peer
 // (error handling mode PEER, so a dead peer becomes QUORUM_ERR_PEER_FAILED).
-// UCX 1.13 has no peer-failure support in its shared-memory transports, so in
-// PEER mode it connects ranks of one host over TCP; QUORUM_UCX_ERROR_MODE=none
-// trades failure detection for shared memory.
+// In PEER mode UCX only uses transports that report peer failures: the
+// shared-memory ones (posix, sysv) only when asked (MM_ERROR_HANDLING, which
+// init sets), and never cma; QUORUM_UCX_ERROR_MODE=none trades failure
+// detection for those.
 // The UCX tag carries the source rank above the user's 44-bit tag, and every
 // receive uses a full mask, so it matches exactly one peer and one tag.
 // In-flight operations live in UCX's own request memory (request_size), linked
@@ -121,7 +122,7 @@ class UcxTransport : public Transport {
 std::unique_ptr<Transport> make_ucx_transport();
 
 // QUORUM_UCX_ERROR_MODE: "peer" (dead peers become QUORUM_ERR_PEER_FAILED) or
-// "none" (no failure detection, but UCX 1.13 then also allows shared memory).
+// "none" (no failure detection, every UCX transport allowed).
 extern Knob<std::string> knob_ucx_error_mode;
 // QUORUM_UCX_KEEPALIVE_MS: UCX keepalive interval in peer mode.
 extern Knob<int64_t> knob_ucx_keepalive_ms;

@@ -1,15 +1,17 @@
 // ucx_dead_peer_test.cpp: a peer process dies without closing its endpoints;
-// the survivor's pending receive from it must fail with QUORUM_ERR_PEER_FAILED
-// and the peer must be reported failed. The two processes exchange UCX
-// addresses through a pipe-based bootstrap. Its own executable, so that the
-// fork happens before this process has started any UCX threads.
+// the survivor's operations with it must fail with QUORUM_ERR_PEER_FAILED and
+// the peer must be reported failed. The peer is this test binary started
+// again (fork + exec, so it starts UCX from scratch) in child mode; the two
+// processes exchange UCX addresses through a pipe-based bootstrap.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "runtime/clock.hpp"
@@ -19,6 +21,9 @@
 
 namespace quorum {
 namespace {
+
+constexpr const char *kChildEnv = "QUORUM_UCX_DEAD_PEER_CHILD";  // "<scenario> <rfd> <wfd>"
+constexpr size_t kLarge = size_t{16} << 20;                      // rendezvous on every transport
 
 // Two ranks, one pipe each way; allgather = write ours, read theirs.
 class PipeBootstrap : public Bootstrap {
@@ -43,7 +48,7 @@ class PipeBootstrap : public Bootstrap {
       done += static_cast<size_t>(n);
     }
     uint8_t *to = result + (1 - rank_) * bytes;
-    Deadline deadline = Deadline::after_ms(5000);
+    Deadline deadline = Deadline::after_ms(10000);
     for (size_t done = 0; done < bytes;) {
       pollfd p{read_fd_, POLLIN, 0};
       int ready = poll(&p, 1, deadline.remaining_ms(1000));
@@ -63,40 +68,75 @@ class PipeBootstrap : public Bootstrap {
   int write_fd_;
 };
 
-// The child: connect, send one message, then die without any cleanup.
-[[noreturn]] void child_main(int read_fd, int write_fd) {
-  set_log_rank(1);
-  PipeBootstrap bootstrap(1, read_fd, write_fd);
-  auto transport = make_ucx_transport();
-  if (transport->init(bootstrap) != kOk) _exit(2);
-  uint64_t hello = 12345;
-  TransportRequest req;
-  if (transport->send(0, 1, &hello, sizeof hello, &req) != kOk) _exit(3);
-  if (!test::wait_request(*transport, req) || req.state.load() != TransportRequest::Done) _exit(4);
-  // Wait until the parent has received it, so the death is what it sees next.
-  uint8_t go = 0, ignored[2];
-  if (bootstrap.allgather(&go, ignored, 1) != kOk) _exit(5);
-  _exit(0);
-}
-
-TEST(UcxDeadPeer, PendingReceiveFailsWhenPeerDies) {
-  signal(SIGPIPE, SIG_IGN);
+// Starts this binary as rank 1 running `scenario`; returns its pid and the
+// parent's bootstrap through *bootstrap.
+pid_t start_child(const std::string &scenario, std::unique_ptr<PipeBootstrap> *bootstrap) {
   int to_child[2], to_parent[2];
-  ASSERT_EQ(pipe(to_child), 0);
-  ASSERT_EQ(pipe(to_parent), 0);
+  if (pipe(to_child) != 0 || pipe(to_parent) != 0) return -1;
   pid_t child = fork();
-  ASSERT_GE(child, 0);
   if (child == 0) {
     close(to_child[1]);
     close(to_parent[0]);
-    child_main(to_child[0], to_parent[1]);
+    std::string spec =
+        scenario + " " + std::to_string(to_child[0]) + " " + std::to_string(to_parent[1]);
+    setenv(kChildEnv, spec.c_str(), 1);
+    execl("/proc/self/exe", "/proc/self/exe", "--gtest_filter=UcxDeadPeerChild.Run", nullptr);
+    _exit(127);
   }
   close(to_child[0]);
   close(to_parent[1]);
-  set_log_rank(0);
-  PipeBootstrap bootstrap(0, to_parent[0], to_child[1]);
+  *bootstrap = std::make_unique<PipeBootstrap>(0, to_parent[0], to_child[1]);
+  return child;
+}
+
+// Waits for the child's exit; it must have died on purpose (status 0).
+void reap(pid_t child) {
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status));
+  ASSERT_EQ(WEXITSTATUS(status), 0) << "child failed before dying on purpose";
+}
+
+// Child mode: connect, send, then die without any cleanup. Skipped when the
+// binary runs normally.
+TEST(UcxDeadPeerChild, Run) {
+  const char *spec = std::getenv(kChildEnv);
+  if (spec == nullptr) GTEST_SKIP() << "runs only as the peer process of UcxDeadPeer tests";
+  char scenario[32] = {};
+  int read_fd = -1, write_fd = -1;
+  if (std::sscanf(spec, "%31s %d %d", scenario, &read_fd, &write_fd) != 3) _exit(2);
+  set_log_rank(1);
+  PipeBootstrap bootstrap(1, read_fd, write_fd);
   auto transport = make_ucx_transport();
-  ASSERT_EQ(transport->init(bootstrap), kOk) << last_error();
+  if (transport->init(bootstrap) != kOk) _exit(3);
+  uint8_t go = 0, ignored[2];
+  if (std::string(scenario) == "small") {
+    uint64_t hello = 12345;
+    TransportRequest req;
+    if (transport->send(0, 1, &hello, sizeof hello, &req) != kOk) _exit(4);
+    if (!test::wait_request(*transport, req) || req.state.load() != TransportRequest::Done) {
+      _exit(5);
+    }
+  } else {
+    // A rendezvous send: only its announcement leaves before we die.
+    static std::vector<uint8_t> large(kLarge, 0x33);
+    TransportRequest req;
+    if (transport->send(0, 5, large.data(), large.size(), &req) != kOk) _exit(4);
+    for (int i = 0; i < 100; ++i) transport->progress();
+  }
+  // The parent has what it should see before the death.
+  if (bootstrap.allgather(&go, ignored, 1) != kOk) _exit(6);
+  _exit(0);
+}
+
+TEST(UcxDeadPeer, PendingOperationsFailWhenPeerDies) {
+  signal(SIGPIPE, SIG_IGN);
+  set_log_rank(0);
+  std::unique_ptr<PipeBootstrap> bootstrap;
+  pid_t child = start_child("small", &bootstrap);
+  ASSERT_GT(child, 0);
+  auto transport = make_ucx_transport();
+  ASSERT_EQ(transport->init(*bootstrap), kOk) << last_error();
 
   uint64_t hello = 0;
   TransportRequest first;
@@ -109,15 +149,12 @@ TEST(UcxDeadPeer, PendingReceiveFailsWhenPeerDies) {
   TransportRequest pending;
   ASSERT_EQ(transport->recv(1, 2, &never, sizeof never, &pending), kOk);
   // A large send the child never receives (rendezvous: it waits for the peer).
-  std::vector<uint8_t> large(size_t{4} << 20, 0x5a);
+  std::vector<uint8_t> large(kLarge, 0x5a);
   TransportRequest unsent;
   ASSERT_EQ(transport->send(1, 9, large.data(), large.size(), &unsent), kOk);
   uint8_t go = 1, ignored[2];
-  ASSERT_EQ(bootstrap.allgather(&go, ignored, 1), kOk);
-  int child_status = 0;
-  ASSERT_EQ(waitpid(child, &child_status, 0), child);
-  ASSERT_TRUE(WIFEXITED(child_status));
-  ASSERT_EQ(WEXITSTATUS(child_status), 0) << "child failed before dying on purpose";
+  ASSERT_EQ(bootstrap->allgather(&go, ignored, 1), kOk);
+  reap(child);
 
   ASSERT_TRUE(test::wait_request(*transport, pending, 15000))
       << "no failure reported 15 s after the peer died";
@@ -135,7 +172,32 @@ TEST(UcxDeadPeer, PendingReceiveFailsWhenPeerDies) {
   EXPECT_EQ(transport->recv(1, 3, &never, sizeof never, &later), QUORUM_ERR_PEER_FAILED);
 
   // Shutdown cannot meet the dead peer at the barrier; it still cleans up.
-  EXPECT_NE(transport->shutdown(bootstrap), kOk);
+  EXPECT_NE(transport->shutdown(*bootstrap), kOk);
+}
+
+TEST(UcxDeadPeer, RendezvousFromADeadPeerFails) {
+  signal(SIGPIPE, SIG_IGN);
+  set_log_rank(0);
+  std::unique_ptr<PipeBootstrap> bootstrap;
+  pid_t child = start_child("rendezvous", &bootstrap);
+  ASSERT_GT(child, 0);
+  auto transport = make_ucx_transport();
+  ASSERT_EQ(transport->init(*bootstrap), kOk) << last_error();
+  uint8_t go = 1, ignored[2];
+  ASSERT_EQ(bootstrap->allgather(&go, ignored, 1), kOk);
+  reap(child);
+  // The announcement may already sit in UCX's unexpected queue, the peer may
+  // already be known dead: the receive must fail either way, never hang.
+  std::vector<uint8_t> in(kLarge, 0);
+  TransportRequest req;
+  Status posted = transport->recv(1, 5, in.data(), in.size(), &req);
+  EXPECT_TRUE(posted == kOk || posted == QUORUM_ERR_PEER_FAILED) << posted;
+  ASSERT_TRUE(test::wait_request(*transport, req, 15000))
+      << "no failure reported 15 s after the peer died";
+  EXPECT_EQ(req.state.load(), TransportRequest::Failed);
+  EXPECT_EQ(req.status, QUORUM_ERR_PEER_FAILED);
+  EXPECT_TRUE(transport->peer_failed(1));
+  transport.reset();  // destroyed without shutdown: must not hang either
 }
 
 }  // namespace

@@ -146,13 +146,21 @@ Status UcxTransport::recv(int peer, uint64_t tag, void *buf, size_t bytes, Trans
     return status;
   }
   track(request, peer, true, tag, bytes, req);
+  if (peers_[peer]->failed.load()) {
+    // A message of a dead peer that cannot complete at once (a rendezvous,
+    // or an eager one missing fragments) never will: fail it in the next
+    // progress() like the operations pending when the peer died.
+    peers_[peer]->failure_handled = false;
+    failures_pending_ = true;
+  }
   return kOk;
 }
 
 UcxTransport::Op *UcxTransport::track(void *ucp_request, int peer, bool is_recv, uint64_t tag,
                                       size_t bytes, TransportRequest *req) {
   // UCX calls back only from later progress, so the record is ready in time.
-  Op *op = new (ucp_request) Op{this, req, nullptr, nullptr, peer, is_recv, false, tag, bytes};
+  Op *op =
+      new (ucp_request) Op{this, req, nullptr, nullptr, peer, is_recv, false, false, tag, bytes};
   Peer &p = *peers_[peer];
   op->next = p.ops;
   if (p.ops != nullptr) p.ops->prev = op;
@@ -167,7 +175,15 @@ void UcxTransport::cancel(TransportRequest *req) {
   op->cancel_requested = true;
   // UCX withdraws a posted receive; a send cannot be withdrawn, so it
   // completes (Done) once UCX no longer needs the buffer.
-  if (op->is_recv) ucp_request_cancel(worker_, op);
+  withdraw(op);
+}
+
+void UcxTransport::withdraw(Op *op) {
+  if (!op->is_recv || op->cancel_sent) return;
+  op->cancel_sent = true;
+  // Removes a receive that is still unmatched (its callback runs, maybe right
+  // here, and frees op); a matched one is left to finish.
+  ucp_request_cancel(worker_, op);
 }
 
 void UcxTransport::send_callback(void *request, ucs_status_t status, void *user_data) {
@@ -271,7 +287,7 @@ void UcxTransport::handle_peer_failures() {
       }
       // Receives are not tied to the endpoint, so UCX would keep them posted;
       // sends are purged by UCX with the endpoint.
-      if (op->is_recv) ucp_request_cancel(worker_, op);
+      withdraw(op);
     }
   }
 }

@@ -18,7 +18,8 @@ struct UcxTransport::Op {
   Op *next;
   int peer;
   bool is_recv;
-  bool cancel_requested;
+  bool cancel_requested;  // by the caller (cancel())
+  bool cancel_sent;       // ucp_request_cancel was called (only once per recv)
   uint64_t tag;
   size_t bytes;  // buffer size (recv) or message size (send)
 };

@@ -306,7 +306,7 @@ void UcxTransport::abandon_ops(Status status, const char *why) {
     }
     // A recv would wait forever; its callback (maybe right now) frees it. A
     // send finishes or is purged when its endpoint closes.
-    if (op->is_recv) ucp_request_cancel(worker_, op);
+    withdraw(op);
   }
 }
 

@@ -95,6 +95,8 @@ class UcxTransport : public Transport {
   Op *track(void *ucp_request, int peer, bool is_recv, uint64_t tag, size_t bytes,
             TransportRequest *req);
   void on_op_done(Op *op, ucs_status_t status, size_t length);
+  // Asks UCX to drop a pending receive (no-op for sends and repeated calls).
+  void withdraw(Op *op);
   void complete(TransportRequest *req, Status status, size_t bytes);
   // Runs ucp_worker_progress until idle (bounded); true if UCX did anything.
   bool drive_worker();

@@ -11,6 +11,14 @@
 // receive uses a full mask, so it matches exactly one peer and one tag.
 // In-flight operations live in UCX's own request memory (request_size), linked
 // into a per-peer list so that a peer failure can fail them all.
+//
+// Completion details: when send()/recv() return an error, the request is
+// also completed (Failed, same status). A canceled receive completes Failed
+// with QUORUM_ERR_TRANSPORT (Done if it raced); a send cannot be withdrawn
+// from UCX, so cancel() lets it finish. A dead peer is noticed by UCX
+// (keepalive, closed sockets) or, for processes of this host, by a /proc check
+// every QUORUM_UCX_KEEPALIVE_MS; both need progress() to be called, so a
+// caller that sleeps on event_fd() should wake at least that often.
 #pragma once
 
 #include <ucp/api/ucp.h>
@@ -52,7 +60,7 @@ class UcxTransport : public Transport {
   bool peer_failed(int peer) const override;
   bool supports_memory(MemoryType type) const override;
 
-  // An operation in flight; defined in the .cpp, stored in UCX request memory.
+  // An operation in flight (ucx_op.hpp), stored in UCX request memory.
   struct Op;
 
  private:

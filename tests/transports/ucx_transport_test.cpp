@@ -334,6 +334,9 @@ TEST(UcxTransport, AllToAllThreeRanks) {
 TEST(UcxTransport, AllToAllFourRanks) {
   all_to_all(4);
 }
+TEST(UcxTransport, AllToAllEightRanks) {
+  all_to_all(8);
+}
 
 TEST(UcxTransport, RejectsInvalidArguments) {
   run_ranks(2, make_ucx_transport, [](Transport &t, Bootstrap &) {

@@ -8,6 +8,7 @@
 #include "runtime/log.hpp"
 #include "transports/inproc/inproc_transport.hpp"
 #include "transports/transport.hpp"
+#include "transports/ucx/ucx_transport.hpp"
 
 namespace quorum {
 
@@ -18,6 +19,7 @@ Knob<std::string> knob_transport("QUORUM_TRANSPORT", "auto",
 const std::vector<TransportInfo> &transport_table() {
   static const std::vector<TransportInfo> table = {
       {"inproc", 0, false, make_inproc_transport},
+      {"ucx", 10, true, make_ucx_transport},
   };
   return table;
 }

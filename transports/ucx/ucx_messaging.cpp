@@ -311,7 +311,7 @@ bool UcxTransport::progress() {
   }
   deferred_.clear();
   drive_worker();
-  if (peer_error_mode_) check_local_peers();
+  check_local_peers();
   handle_peer_failures();
   in_progress_ = false;
   return completions_ != before;

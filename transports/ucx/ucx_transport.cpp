@@ -20,11 +20,13 @@
 namespace quorum {
 
 Knob<std::string> knob_ucx_error_mode(
-    "QUORUM_UCX_ERROR_MODE", "peer",
-    "UCX endpoint error handling: peer (a dead peer fails pending operations with "
-    "QUORUM_ERR_PEER_FAILED) or none (no detection, but UCX may then also use transports "
-    "without failure reporting, e.g. cma for large messages between local processes)",
-    {"peer", "none"});
+    "QUORUM_UCX_ERROR_MODE", "auto",
+    "UCX endpoint error handling: peer (UCX reports a dead peer; but UCX then avoids cma, so "
+    "large messages between local processes are much slower), none (UCX reports nothing), or "
+    "auto (none when every peer is a local process, whose death quorum notices itself through "
+    "/proc; peer otherwise). In every mode a dead local peer fails pending operations with "
+    "QUORUM_ERR_PEER_FAILED",
+    {"auto", "peer", "none"});
 Knob<int64_t> knob_ucx_keepalive_ms(
     "QUORUM_UCX_KEEPALIVE_MS", 1000,
     "In UCX error mode peer: how often UCX checks that peers are alive (sets "
@@ -89,8 +91,8 @@ Status UcxTransport::init(Bootstrap &bootstrap) {
   }
   Status status = create_context();
   if (status == kOk) status = create_worker();
-  if (status == kOk) status = connect_peers(bootstrap);
   if (status == kOk) status = exchange_process_identities(bootstrap);
+  if (status == kOk) status = connect_peers(bootstrap);
   if (status == kOk) {
     log_selected_transports();
     status = bootstrap.barrier();
@@ -217,13 +219,8 @@ Status UcxTransport::connect_peers(Bootstrap &bootstrap) {
   ucp_worker_release_address(worker_, attr.address);
   if (status != kOk) return status;
 
-  peers_.clear();
-  for (int p = 0; p < size_; ++p) {
-    peers_.push_back(std::make_unique<Peer>());
-    peers_.back()->owner = this;
-    peers_.back()->rank = p;
-  }
-  peer_error_mode_ = knob_ucx_error_mode.get() != "none";
+  std::string mode = knob_ucx_error_mode.get();
+  peer_error_mode_ = mode == "peer" || (mode == "auto" && !all_peers_watched_);
   for (int p = 0; p < size_; ++p) {
     if (p == rank_) continue;
     ucp_ep_params_t params{};
@@ -249,15 +246,22 @@ Status UcxTransport::exchange_process_identities(Bootstrap &bootstrap) {
   std::vector<ProcessIdentity> all(static_cast<size_t>(size_));
   QUORUM_CHECK(bootstrap.allgather(&me, all.data(), sizeof(ProcessIdentity)));
   int watched = 0;
+  peers_.clear();
+  for (int p = 0; p < size_; ++p) {
+    peers_.push_back(std::make_unique<Peer>());
+    peers_.back()->owner = this;
+    peers_.back()->rank = p;
+  }
   for (int p = 0; p < size_; ++p) {
     Peer &peer = *peers_[p];
     peer.process = all[p];
     peer.process.boot_id[sizeof(peer.process.boot_id) - 1] = '\0';
     // Only what can be seen alive now can later be declared dead.
-    peer.watched = peer_error_mode_ && p != rank_ && me.can_watch(peer.process) &&
+    peer.watched = p != rank_ && me.can_watch(peer.process) &&
                    process_liveness(peer.process) == Liveness::Alive;
     watched += peer.watched ? 1 : 0;
   }
+  all_peers_watched_ = watched == size_ - 1;
   QLOG_DEBUG("ucx", "rank {}: watching {} local peer processes", rank_, watched);
   return kOk;
 }

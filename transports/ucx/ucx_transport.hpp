@@ -118,6 +118,7 @@ class UcxTransport : public Transport {
   ucp_worker_h worker_ = nullptr;
   int event_fd_ = -1;
   bool cuda_memory_ = false;
+  bool all_peers_watched_ = false;  // every peer is a local process we can watch
   bool peer_error_mode_ = true;
   bool shutting_down_ = false;
   bool in_progress_ = false;

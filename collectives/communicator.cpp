@@ -3,6 +3,7 @@
 
 #include <cstring>
 
+#include "collectives/device_staging.hpp"
 #include "collectives/reduce/reduce_kernels.hpp"
 #include "collectives/signature.hpp"
 #include "runtime/knobs.hpp"
@@ -105,7 +106,12 @@ Status Communicator::run_local(const CollArgs &a) {
     default:
       return kOk;
   }
-  if (bytes > 0 && a.send != a.recv) std::memmove(a.recv, a.send, bytes);
+  if (bytes == 0 || a.send == a.recv) return kOk;
+  if (cuda_available() &&
+      (buffer_kind(a.send) == BufferKind::Device || buffer_kind(a.recv) == BufferKind::Device)) {
+    return device_copy(a.recv, a.send, bytes);
+  }
+  std::memmove(a.recv, a.send, bytes);
   return kOk;
 }
 
@@ -129,6 +135,8 @@ Status Communicator::start(const CollArgs &args_in, RequestPtr *req, bool blocki
   QLOG_DEBUG("coll", "start {}", what);
   auto sched = std::make_unique<Schedule>(what);
   Builder b(*sched, transport_.get(), rank_, size_, args.kind, seq, scratch_);
+  StagingPlan staging;
+  QUORUM_CHECK(stage_device_buffers(b, &args, transport_.get(), &staging));
   if (signature_check_) {
     TaskId checked;
     QUORUM_CHECK(add_signature_check(b, args, seq, &checked));
@@ -136,6 +144,7 @@ Status Communicator::start(const CollArgs &args_in, RequestPtr *req, bool blocki
   }
   TaskId last = -1;
   QUORUM_CHECK(algo->build(b, args, &last));
+  finish_device_staging(b, staging, last);
   auto request =
       std::make_shared<Request>(std::move(sched), Deadline::after_ms(knob_timeout_ms.get()), what);
   auto leases = std::make_shared<std::vector<ScratchPool::Lease>>(b.take_leases());

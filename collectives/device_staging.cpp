@@ -31,11 +31,21 @@ class DeviceCopyTask : public Task {
 void buffer_bytes(const CollArgs &a, int size, size_t *in, size_t *out) {
   size_t es = dtype_size(a.dtype);
   switch (a.kind) {
-    case CollKind::Allreduce: *in = *out = a.count * es; break;
-    case CollKind::ReduceScatter: *in = a.count * es * size, *out = a.count * es; break;
-    case CollKind::Allgather: *in = a.count, *out = a.count * size; break;
-    case CollKind::Bcast: *in = *out = a.count; break;
-    default: *in = *out = 0; break;
+    case CollKind::Allreduce:
+      *in = *out = a.count * es;
+      break;
+    case CollKind::ReduceScatter:
+      *in = a.count * es * size, *out = a.count * es;
+      break;
+    case CollKind::Allgather:
+      *in = a.count, *out = a.count * size;
+      break;
+    case CollKind::Bcast:
+      *in = *out = a.count;
+      break;
+    default:
+      *in = *out = 0;
+      break;
   }
 }
 
@@ -78,9 +88,9 @@ Status stage_device_buffers(Builder &b, CollArgs *a, const Transport *transport,
 
 TaskId finish_device_staging(Builder &b, const StagingPlan &plan, TaskId last) {
   if (!plan.active) return last;
-  return b.add(std::make_unique<DeviceCopyTask>(plan.device_recv, plan.host_result,
-                                                plan.result_bytes),
-               {last});
+  return b.add(
+      std::make_unique<DeviceCopyTask>(plan.device_recv, plan.host_result, plan.result_bytes),
+      {last});
 }
 
 }  // namespace quorum

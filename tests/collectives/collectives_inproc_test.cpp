@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "tests/collectives/collective_cases.hpp"
+#include "tests/support/knob_override.hpp"
 #include "tests/support/thread_ranks.hpp"
 
 namespace quorum {
@@ -27,6 +28,23 @@ TEST_P(Collectives, ReduceScatterEveryDtype) {
 }
 TEST_P(Collectives, BarrierAndMixedSequence) {
   test::run_ranks(GetParam(), test::BarrierAndMixedSequence);
+}
+
+// Every algorithm forced in turn, at sizes the default rule would not pick.
+TEST_P(Collectives, AllreduceEveryAlgorithm) {
+  for (const char *algo : {"recursive_doubling", "rabenseifner", "ring"}) {
+    SCOPED_TRACE(algo);
+    test::KnobOverride force("QUORUM_ALLREDUCE_ALGO", algo);
+    test::run_ranks(GetParam(), test::AllreduceEveryDtypeAndOp);
+  }
+}
+
+TEST_P(Collectives, BcastEveryAlgorithm) {
+  for (const char *algo : {"binomial", "scatter_allgather"}) {
+    SCOPED_TRACE(algo);
+    test::KnobOverride force("QUORUM_BCAST_ALGO", algo);
+    test::run_ranks(GetParam(), test::BcastFromEveryRoot);
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(P, Collectives, ::testing::Range(1, 9),

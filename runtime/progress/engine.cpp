@@ -98,7 +98,11 @@ bool ProgressEngine::progress_locked() {
         req.detail_ = last_error();
         sched.abort(QUORUM_ERR_TIMEOUT);
       } else if (sched.done() && sched.status() != kOk) {
-        req.detail_ = last_error();
+        // Name the operation in front of the cause the failing task recorded.
+        std::string cause = last_error();
+        std::string prefix = std::string(status_name(sched.status())) + ": ";
+        if (cause.rfind(prefix, 0) == 0) cause.erase(0, prefix.size());
+        req.detail_ = fmt::format("{}{} on rank {} failed: {}", prefix, req.what_, rank_, cause);
       }
       if (sched.done() && sched.status() != kOk) req.aborted_ = true;
     }

@@ -52,6 +52,10 @@ Status Communicator::create(std::unique_ptr<Bootstrap> bootstrap,
   comm->signature_check_ = knob_signature_check.get();
   comm->progress_mode_ =
       options.progress_thread.empty() ? knob_progress_thread.get() : options.progress_thread;
+  std::vector<HostIdentity> hosts(static_cast<size_t>(comm->size_));
+  HostIdentity me = local_host_identity();
+  QUORUM_CHECK(comm->bootstrap_->allgather(&me, hosts.data(), sizeof(HostIdentity)));
+  comm->layout_ = host_layout(hosts, comm->rank_);
   if (comm->size_ > 1) {
     QUORUM_CHECK(create_transport(options.transport, *comm->bootstrap_, &comm->transport_));
     Status s = comm->transport_->init(*comm->bootstrap_);
@@ -63,10 +67,15 @@ Status Communicator::create(std::unique_ptr<Bootstrap> bootstrap,
   } else {
     comm->engine_ = std::make_unique<ProgressEngine>(ProgressSource{}, comm->rank_);
   }
+  int local_rank = comm->layout_.local_rank;
+  comm->engine_->set_thread_init([local_rank] { bind_progress_thread(local_rank); });
   if (comm->progress_mode_ == "on") comm->engine_->start_thread();
-  QLOG_INFO("comm", "rank {} of {} over {} (bootstrap {}, progress thread {})", comm->rank_,
-            comm->size_, comm->transport_description(), comm->bootstrap_->name(),
-            comm->progress_mode_);
+  QLOG_INFO("comm",
+            "rank {} of {} over {} (bootstrap {}, progress thread {}; host {} of {}, local rank "
+            "{} of {})",
+            comm->rank_, comm->size_, comm->transport_description(), comm->bootstrap_->name(),
+            comm->progress_mode_, comm->layout_.host_index, comm->layout_.leaders.size(),
+            comm->layout_.local_rank, comm->layout_.local.size());
   *out = std::move(comm);
   return kOk;
 }

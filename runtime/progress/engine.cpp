@@ -182,6 +182,7 @@ void ProgressEngine::abort_all(Status status) {
 
 void ProgressEngine::thread_main() {
   set_log_rank(rank_);
+  if (thread_init_) thread_init_();
   uint64_t spin_ns = static_cast<uint64_t>(knob_spin_us.get()) * 1000;
   uint64_t last_progress = now_ns();
   while (!stop_.load()) {

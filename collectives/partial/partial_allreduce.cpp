@@ -138,9 +138,13 @@ Status PartialAllreduce::create(Communicator &comm, size_t count, quorum_dtype_t
 PartialAllreduce::PartialAllreduce(Communicator &comm) : comm_(comm) {}
 
 PartialAllreduce::~PartialAllreduce() {
-  if (!destroyed_) {
-    // Not destroyed collectively: release locally (rounds aborted, receives cancelled).
-    std::unique_lock<std::mutex> lock(engine_->mutex());
+  // Not destroyed collectively: release locally (rounds aborted, receives cancelled).
+  if (!destroyed_) release();
+}
+
+Status PartialAllreduce::release() {
+  {
+    std::lock_guard<std::mutex> lock(engine_->mutex());
     destroyed_ = true;
     abort_rounds_locked(QUORUM_ERR_INVALID_ARG);
     for (auto &r : recvs_) {
@@ -150,7 +154,31 @@ PartialAllreduce::~PartialAllreduce() {
       if (s.req.pending()) transport_->cancel(&s.req);
     }
   }
+  // Wait until no task or transport request touches our buffers any more
+  // (cancellations may complete in a later progress pass).
+  Deadline deadline = Deadline::after_ms(knob_timeout_ms.get());
+  Status s = run_until(
+      *engine_, fmt::format("partial #{} release", object_id_),
+      [this, deadline](Status *st) {
+        bool quiet = true;
+        for (auto &snd : sends_) quiet &= !snd.req.pending();
+        for (auto &r : recvs_) quiet &= !(r && r->posted && r->req.pending());
+        for (auto &r : rounds_) quiet &= r->complete || r->sched->quiescent();
+        if (quiet) return TaskResult::Done;
+        if (deadline.expired()) {
+          *st = fail(QUORUM_ERR_TIMEOUT, "partial", "partial #{}: transfers did not stop",
+                     object_id_);
+          return TaskResult::Failed;
+        }
+        return TaskResult::Pending;
+      },
+      [] { return std::string("releasing"); });
   if (poller_id_ >= 0) engine_->remove_poller(poller_id_);
+  poller_id_ = -1;
+  std::lock_guard<std::mutex> lock(engine_->mutex());
+  rounds_.clear();
+  sends_.clear();
+  return s;
 }
 
 // ---- buffers ----
@@ -497,6 +525,13 @@ bool PartialAllreduce::poll() {
 
 Status PartialAllreduce::post(const void *contribution) {
   if (!contribution) return fail(QUORUM_ERR_INVALID_ARG, "partial", "partial_post: NULL buffer");
+  if (buffer_kind(contribution) == BufferKind::Device) {
+    // Device memory: stage through a host buffer (accumulators live on the host).
+    if (!staging_) staging_ = allocate_aligned(bytes_);
+    if (!staging_) return fail(QUORUM_ERR_NO_MEMORY, "partial", "staging of {} B", bytes_);
+    QUORUM_CHECK(device_copy(staging_.get(), contribution, bytes_));
+    contribution = staging_.get();
+  }
   Status s = kOk;
   {
     std::lock_guard<std::mutex> lock(engine_->mutex());
@@ -598,14 +633,19 @@ Status PartialAllreduce::consume(void *result, PartialRoundInfo *info) {
     ++histogram_[r->info.fresh];
     last_info_ = r->info;
   }
-  std::memcpy(result, r->buf, bytes_);
+  Status s = kOk;
+  if (buffer_kind(result) == BufferKind::Device) {
+    s = device_copy(result, r->buf, bytes_);
+  } else {
+    std::memcpy(result, r->buf, bytes_);
+  }
   clear_to_identity(r->buf);
   {
     std::lock_guard<std::mutex> lock(engine_->mutex());
     free_.push_back(r->buf);
   }
   if (info) *info = r->info;
-  return kOk;
+  return s;
 }
 
 Status PartialAllreduce::wait(void *result, PartialRoundInfo *info) {
@@ -701,47 +741,15 @@ Status PartialAllreduce::destroy() {
         },
         [] { return std::string("draining activations"); });
   }
-  {
-    std::lock_guard<std::mutex> lock(engine_->mutex());
-    destroyed_ = true;
-    abort_rounds_locked(QUORUM_ERR_INVALID_ARG);
-    for (auto &r : recvs_) {
-      if (r && r->posted && r->req.pending()) transport_->cancel(&r->req);
-    }
-    for (auto &s : sends_) {
-      if (s.req.pending()) transport_->cancel(&s.req);
-    }
-  }
-  // Wait until no task or transport request touches our buffers any more.
-  Deadline deadline = Deadline::after_ms(knob_timeout_ms.get());
-  Status q = run_until(
-      *engine_, fmt::format("partial #{} release", object_id_),
-      [this, deadline](Status *st) {
-        bool quiet = sends_.empty();
-        for (auto &r : recvs_) quiet &= !(r && r->posted && r->req.pending());
-        for (auto &r : rounds_) quiet &= r->complete || r->sched->quiescent();
-        if (quiet) return TaskResult::Done;
-        if (deadline.expired()) {
-          *st = fail(QUORUM_ERR_TIMEOUT, "partial", "partial #{}: transfers did not stop",
-                     object_id_);
-          return TaskResult::Failed;
-        }
-        return TaskResult::Pending;
-      },
-      [] { return std::string("releasing"); });
-  engine_->remove_poller(poller_id_);
-  poller_id_ = -1;
-  {
-    std::lock_guard<std::mutex> lock(engine_->mutex());
-    rounds_.clear();
-  }
+  Status q = release();
   if (failed) {
     restore_last_error(error_detail_);
     return error_;
   }
   if (in_flight) {
     return fail(QUORUM_ERR_INVALID_ARG, "partial",
-                "partial_destroy on rank {}: {}; its rounds were aborted (wait or flush first)",
+                "partial_destroy on rank {} with rounds in flight: {}; they were aborted (wait or "
+                "flush first)",
                 rank_, why);
   }
   if (result != kOk) return result;

@@ -53,6 +53,8 @@
 //   schedules; the communicator's progress thread runs it while the caller
 //   computes. With QUORUM_PROGRESS_THREAD=off, rounds advance only while some
 //   rank is inside a quorum call (post, wait, flush or any collective).
+// - Buffers may be host or CUDA device memory; device buffers are staged
+//   through host memory (accumulators and round buffers live on the host).
 // - Errors: a failed peer (failed activation receive or data transfer) fails the
 //   object with PEER_FAILED; a wait that sees no progress for QUORUM_TIMEOUT_MS
 //   fails it with TIMEOUT naming what it waits for. A failed object answers
@@ -144,6 +146,8 @@ class PartialAllreduce {
   Status consume(void *result, PartialRoundInfo *info);
   bool in_flight_locked(std::string *why) const;
   void abort_rounds_locked(Status s);
+  // Aborts rounds, cancels transfers, waits until they stop, removes the poller.
+  Status release();
 
   Communicator &comm_;
   ProgressEngine *engine_ = nullptr;
@@ -164,6 +168,7 @@ class PartialAllreduce {
   std::vector<AlignedBuffer> buffers_;
   uint8_t *accumulator_ = nullptr;
   std::vector<uint8_t *> free_;
+  AlignedBuffer staging_;  // host copy of a device-memory contribution
 
   // Round bookkeeping (engine mutex).
   uint64_t joined_ = 0;         // next round to join

@@ -660,7 +660,15 @@ Status PartialAllreduce::wait(void *result, PartialRoundInfo *info) {
     }
     k = waited_;
     // Arriving at a synchronous round without a post: join with what we carry.
-    if (k == joined_ && sync_round(k)) QUORUM_CHECK(join(k, false, true, false));
+    // Majority: the initiator waiting without a post activates its round (only
+    // it can; otherwise the round could never run).
+    if (k == joined_ && sync_round(k)) {
+      QUORUM_CHECK(join(k, false, true, false));
+    } else if (k == joined_ && !posted_ && opts_.mode == QUORUM_PARTIAL_MAJORITY &&
+               majority_initiator(opts_.seed, k, size_) == rank_) {
+      QUORUM_CHECK(join(k, true, false, false));
+      QUORUM_CHECK(send_activations(k, rank_));
+    }
   }
   QUORUM_CHECK(wait_for_round(k, "wait"));
   return consume(result, info);

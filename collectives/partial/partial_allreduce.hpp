@@ -9,7 +9,8 @@
 // - A post belongs to the round this rank waits for next. Two posts without a
 //   wait in between are an error (INVALID_ARG). A wait without a post is fine:
 //   the rank consumes the round that others activated (its accumulator, maybe
-//   empty, is its input).
+//   empty, is its input). In majority mode a wait without a post by the round's
+//   initiator activates the round (nobody else can).
 // - Activation. Solo: the first rank whose post for round k happens activates
 //   it. Majority: only initiator(seed, k) = splitmix64(seed ^ splitmix64(k)) % P
 //   does. The activator broadcasts {round, root} on the binomial tree rooted at
@@ -20,6 +21,10 @@
 //   id (a completed round implies every rank joined it, so nothing is lost).
 //   Activation receives stay posted from every peer (one per peer, one tag per
 //   object, reposted after each message).
+// - Wire cost per round: activations: (number of activators) x (P-1) messages
+//   of 16 B (none in synchronous rounds); data: the ordinary allreduce picked
+//   by size (recursive doubling / ring, see algorithms/); header: recursive
+//   doubling over 3 + 2*ceil(P/32) int64 (log2 P steps).
 // - Snapshot. Joining takes the accumulator as the round's input and puts a
 //   cleared buffer (the op's identity) in its place, under the engine mutex that
 //   post also holds: a post lands wholly in one round.
@@ -59,6 +64,8 @@
 //   object with PEER_FAILED; a wait that sees no progress for QUORUM_TIMEOUT_MS
 //   fails it with TIMEOUT naming what it waits for. A failed object answers
 //   every later call with the same error.
+// - Use: one thread per object; destroy objects before finalizing their
+//   communicator.
 // - destroy() is collective like create: the ranks exchange how many activation
 //   messages each sent to each other and drain them, so no activation is left
 //   unmatched. With rounds in flight it aborts them and returns INVALID_ARG.

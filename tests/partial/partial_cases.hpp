@@ -156,6 +156,42 @@ inline void one_driver(Communicator &c, int driver, uint64_t rounds = 12) {
   EXPECT_EQ(p->destroy(), QUORUM_OK) << last_error();
 }
 
+// 2b. Majority with one driver: rank 0 alone posts, everyone waits; rounds whose
+// initiator does not post are activated by the initiator's wait. Nothing hangs,
+// nothing is lost, every rank sees the same rounds.
+inline void majority_one_driver(Communicator &c, uint64_t rounds = 10) {
+  const int r = c.rank();
+  PartialOptions o;
+  o.mode = QUORUM_PARTIAL_MAJORITY;
+  o.seed = 31337;
+  o.max_staleness = 3;
+  std::unique_ptr<PartialAllreduce> p;
+  ASSERT_EQ(make(c, 3, QUORUM_INT64, o, &p), QUORUM_OK);
+  std::vector<int64_t> in(3), out(3), posted(3, 0), got(3, 0);
+  std::vector<uint64_t> hashes;
+  for (uint64_t k = 0; k < rounds; ++k) {
+    if (r == 0) {
+      fill_contribution(in, r, k);
+      for (size_t i = 0; i < 3; ++i) posted[i] += in[i];
+      ASSERT_EQ(p->post(in.data()), QUORUM_OK);
+    }
+    PartialRoundInfo info;
+    ASSERT_EQ(p->wait(out.data(), &info), QUORUM_OK) << "rank " << r << ": " << last_error();
+    if (!info.synchronous) {
+      EXPECT_EQ(info.initiator, partial::majority_initiator(o.seed, k, c.size()));
+    }
+    for (size_t i = 0; i < 3; ++i) got[i] += out[i];
+    hashes.push_back(round_hash(out.data(), 24, info));
+  }
+  ASSERT_EQ(p->flush(out.data()), QUORUM_OK) << last_error();
+  for (size_t i = 0; i < 3; ++i) got[i] += out[i];
+  std::vector<int64_t> total(3);
+  ASSERT_EQ(c.allreduce(posted.data(), total.data(), 3, QUORUM_INT64, QUORUM_SUM), QUORUM_OK);
+  EXPECT_EQ(got, total);
+  expect_same_hashes(c, hashes, "majority one-driver rounds");
+  EXPECT_EQ(p->destroy(), QUORUM_OK) << last_error();
+}
+
 // 3 + 5. Conservation with carry under random delays, and identical results on
 // every rank: sum of all results (rounds + flush) == sum of all posts, exactly.
 inline void conservation(Communicator &c, quorum_partial_mode_t mode, uint64_t max_staleness,

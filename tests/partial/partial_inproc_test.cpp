@@ -40,6 +40,10 @@ TEST_P(Partial, OneDriverEveryRankCompletesEveryRound) {
   }
 }
 
+TEST_P(Partial, MajorityOneDriverInitiatorsActivateByWaiting) {
+  run_ranks(GetParam(), [](Communicator &c) { cases::majority_one_driver(c); });
+}
+
 TEST_P(Partial, ConservationWithCarrySolo) {
   run_ranks(GetParam(), [](Communicator &c) { cases::conservation(c, QUORUM_PARTIAL_SOLO, 4); });
 }

@@ -1,5 +1,6 @@
 // partial_c_api.cpp: the partial-collective functions of the C API
 // (quorum_partial_*) over PartialAllreduce.
+#include <cstring>
 #include <new>
 
 #include "collectives/c_api_handles.hpp"
@@ -32,7 +33,14 @@ quorum_status_t quorum_partial_create(quorum_comm_t comm, size_t count, quorum_d
   }
   quorum::PartialOptions o;
   if (opts) {
-    o.mode = opts->mode;
+    // Read the mode as an integer: a C caller may pass any value.
+    int mode = 0;
+    static_assert(sizeof(opts->mode) == sizeof(int), "enum of int size");
+    std::memcpy(&mode, &opts->mode, sizeof(int));
+    if (mode != QUORUM_PARTIAL_SOLO && mode != QUORUM_PARTIAL_MAJORITY) {
+      return fail(QUORUM_ERR_INVALID_ARG, "api", "quorum_partial_create: unknown mode {}", mode);
+    }
+    o.mode = static_cast<quorum_partial_mode_t>(mode);
     o.max_staleness = opts->max_staleness;
     o.carry = opts->carry != 0;
     o.seed = opts->seed;

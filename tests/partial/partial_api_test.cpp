@@ -201,6 +201,56 @@ TEST(PartialErrors, MajorityInitiatorThatNeverPostsTimesOutNamingIt) {
       "inproc", {}, false);
 }
 
+TEST(PartialErrors, FlushAtDifferentRoundsIsAMismatchNotAHang) {
+  KnobOverride timeout("QUORUM_TIMEOUT_MS", "2000");
+  for (int p : {2, 3}) {
+    run_ranks(
+        p,
+        [](Communicator &c) {
+          PartialOptions o;
+          o.max_staleness = 8;
+          std::unique_ptr<PartialAllreduce> pa;
+          ASSERT_EQ(PartialAllreduce::create(c, 4, QUORUM_INT64, QUORUM_SUM, o, &pa), QUORUM_OK);
+          int64_t v[4] = {1, 2, 3, 4};
+          Status s;
+          if (c.rank() == 0) {
+            s = pa->flush(v);  // the others post for this round instead
+          } else {
+            s = pa->post(v);
+            if (s == QUORUM_OK) s = pa->wait(v);
+          }
+          EXPECT_TRUE(s == QUORUM_ERR_MISMATCH || s == QUORUM_ERR_TIMEOUT)
+              << "rank " << c.rank() << ": " << last_error();
+          pa.reset();
+        },
+        "inproc", {}, false);
+  }
+}
+
+TEST(PartialErrors, RankThatNeverArrivesAtASynchronousRoundTimesOutNamingIt) {
+  KnobOverride timeout("QUORUM_TIMEOUT_MS", "300");
+  run_ranks(
+      3,
+      [](Communicator &c) {
+        PartialOptions o;
+        o.max_staleness = 0;
+        std::unique_ptr<PartialAllreduce> pa;
+        ASSERT_EQ(PartialAllreduce::create(c, 4, QUORUM_INT64, QUORUM_SUM, o, &pa), QUORUM_OK);
+        int64_t v[4] = {1, 2, 3, 4};
+        if (c.rank() != 2) {
+          ASSERT_EQ(pa->post(v), QUORUM_OK);
+          EXPECT_EQ(pa->wait(v), QUORUM_ERR_TIMEOUT);
+          std::string e = last_error();
+          EXPECT_NE(e.find("timed out"), std::string::npos) << e;
+          EXPECT_NE(e.find("round 0"), std::string::npos) << e;
+          EXPECT_EQ(pa->wait(v), QUORUM_ERR_TIMEOUT) << "the object keeps its error";
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(c.rank() == 2 ? 700 : 400));
+        pa.reset();
+      },
+      "inproc", {}, false);
+}
+
 TEST(PartialSingleRank, RoundsAreTheOwnPost) {
   run_ranks(1, [](Communicator &c) {
     test::partial_cases::conservation(c, QUORUM_PARTIAL_SOLO, 2, 8, 0);

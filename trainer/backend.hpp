@@ -98,8 +98,7 @@ class BackendT {
   // ---- max-pool; ties go to the first maximum in row-major window order ----
   virtual void maxpool_forward(const PoolShape &s, const T *x, T *y) = 0;
   // dx is overwritten: dy routed to each window's (first) maximum, zero elsewhere.
-  virtual void maxpool_backward(const PoolShape &s, const T *x, const T *y, const T *dy,
-                                T *dx) = 0;
+  virtual void maxpool_backward(const PoolShape &s, const T *x, const T *y, const T *dy, T *dx) = 0;
 
   // ---- linear ----
   virtual void linear_forward(const LinearShape &s, const T *x, const T *w, const T *b, T *y) = 0;

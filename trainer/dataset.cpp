@@ -101,6 +101,17 @@ Status load_idx_pair(const std::string &dir, const IdxFileInfo &img, const IdxFi
   return kOk;
 }
 
+// zlib's description of the stream's error, without the path it prefixes.
+std::string gz_reason(gzFile f, const std::string &path) {
+  int code = 0;
+  const char *text = gzerror(f, &code);
+  std::string why = text ? text : "";
+  if (why.rfind(path + ": ", 0) == 0) why = why.substr(path.size() + 2);
+  if (code == Z_BUF_ERROR) return "truncated gzip stream (" + why + ")";
+  if (code == Z_DATA_ERROR) return "corrupt gzip data (" + why + ")";
+  return "read error (" + why + ")";
+}
+
 }  // namespace
 
 void Dataset::truncate(size_t n) {
@@ -123,10 +134,9 @@ Status read_gzip_file(const std::string &path, size_t max_bytes, std::vector<uin
     if (buf.size() - used < (1 << 20)) buf.resize(std::max<size_t>(buf.size() * 2, 1 << 22));
     int n = gzread(f, buf.data() + used, unsigned(std::min<size_t>(buf.size() - used, 1u << 30)));
     if (n < 0) {
-      int code = 0;
-      std::string why = gzerror(f, &code);
+      std::string why = gz_reason(f, path);
       gzclose(f);
-      return fail(QUORUM_ERR_INVALID_ARG, kSub, "{}: corrupt gzip data: {}", path, why);
+      return fail(QUORUM_ERR_INVALID_ARG, kSub, "{}: {}", path, why);
     }
     if (n == 0) break;
     used += size_t(n);
@@ -139,11 +149,11 @@ Status read_gzip_file(const std::string &path, size_t max_bytes, std::vector<uin
   // gzread reports a stream cut short as a clean end of file; gzclose_r's Z_BUF_ERROR
   // (or gzerror) is where the truncation shows.
   int code = 0;
-  const char *why = gzerror(f, &code);
-  std::string why_text = why ? why : "";
+  gzerror(f, &code);
+  std::string why = gz_reason(f, path);
   int rc = gzclose(f);
   if (code != Z_OK || (rc != Z_OK && rc != Z_BUF_ERROR))
-    return fail(QUORUM_ERR_INVALID_ARG, kSub, "{}: corrupt gzip data: {}", path, why_text);
+    return fail(QUORUM_ERR_INVALID_ARG, kSub, "{}: {}", path, why);
   if (rc == Z_BUF_ERROR)
     return fail(QUORUM_ERR_INVALID_ARG, kSub, "{}: truncated gzip stream (ends after {} bytes)",
                 path, used);
@@ -164,8 +174,10 @@ Status load_fashion_mnist(const std::string &dir, bool verify_content, DataSplit
 Status load_cifar10(const std::string &dir, DataSplit *out) {
   if (dir.empty())
     return fail(QUORUM_ERR_INVALID_ARG, kSub,
-                "cifar10 needs --data-dir (the folder with data_batch_1..5.bin, test_batch.bin)");
-  constexpr size_t kRecord = 1 + 3072, kPerFile = 10000;
+                "cifar10 needs a data directory (--data-dir: the folder with data_batch_1..5.bin, "
+                "test_batch.bin)");
+  // The official files hold 10000 records each; any whole number is accepted.
+  constexpr size_t kRecord = 1 + 3072, kMaxPerFile = 10000;
   auto load = [&](const std::vector<std::string> &files, Dataset *ds) -> Status {
     ds->name = "cifar10";
     ds->channels = 3, ds->height = 32, ds->width = 32, ds->classes = 10;
@@ -175,12 +187,14 @@ Status load_cifar10(const std::string &dir, DataSplit *out) {
     for (const std::string &name : files) {
       const std::string path = join_path(dir, name);
       std::vector<uint8_t> bytes;
-      QUORUM_CHECK(read_gzip_file(path, kRecord * kPerFile, &bytes));
-      if (bytes.size() != kRecord * kPerFile)
+      QUORUM_CHECK(read_gzip_file(path, kRecord * kMaxPerFile, &bytes));
+      if (bytes.empty() || bytes.size() % kRecord != 0)
         return fail(QUORUM_ERR_INVALID_ARG, kSub,
-                    "{}: {} bytes, expected {} ({} records of 1 label + 3072 pixel bytes)", path,
-                    bytes.size(), kRecord * kPerFile, kPerFile);
-      for (size_t r = 0; r < kPerFile; ++r) {
+                    "{}: {} bytes is not a whole number of records of 3073 bytes (1 label + 3072 "
+                    "pixels; at most {} records per file)",
+                    path, bytes.size(), kMaxPerFile);
+      const size_t records = bytes.size() / kRecord;
+      for (size_t r = 0; r < records; ++r) {
         const uint8_t *rec = bytes.data() + r * kRecord;
         if (rec[0] >= 10)
           return fail(QUORUM_ERR_INVALID_ARG, kSub, "{}: label {} of record {} is not in 0..9",
@@ -188,7 +202,7 @@ Status load_cifar10(const std::string &dir, DataSplit *out) {
         ds->labels.push_back(rec[0]);
         ds->images.insert(ds->images.end(), rec + 1, rec + kRecord);
       }
-      ds->count += kPerFile;
+      ds->count += records;
     }
     ds->mean = {0.4914f, 0.4822f, 0.4465f};
     ds->stddev = {0.2470f, 0.2435f, 0.2616f};

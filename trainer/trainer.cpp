@@ -77,6 +77,13 @@ Status train(const TrainConfig &cfg, Backend *backend, const DataSplit &data,
                 "model '{}' takes {}x{}x{} images of {} classes; data set '{}' has {}x{}x{} and {}",
                 spec.name, spec.in_c, spec.in_h, spec.in_w, spec.classes, tr.name, tr.channels,
                 tr.height, tr.width, tr.classes);
+  const int world = reducer->size(), rank = reducer->rank();
+  ShardSampler sampler(tr.count, cfg.seed, rank, world);
+  const int64_t steps_per_epoch = int64_t(sampler.shard_size() / size_t(cfg.batch));
+  if (steps_per_epoch == 0)
+    return fail(QUORUM_ERR_INVALID_ARG, kSub,
+                "a shard of {} examples holds no full batch of {} ({} examples, {} ranks)",
+                sampler.shard_size(), cfg.batch, tr.count, world);
   std::unique_ptr<Model<float>> model;
   QUORUM_CHECK(Model<float>::create(spec, backend, cfg.batch, &model));
   const size_t count = model->param_count();
@@ -89,13 +96,6 @@ Status train(const TrainConfig &cfg, Backend *backend, const DataSplit &data,
     ~Free() { b->free(p); }
   } free_velocity{backend, velocity};
 
-  const int world = reducer->size(), rank = reducer->rank();
-  ShardSampler sampler(tr.count, cfg.seed, rank, world);
-  const int64_t steps_per_epoch = int64_t(sampler.shard_size() / size_t(cfg.batch));
-  if (steps_per_epoch == 0)
-    return fail(QUORUM_ERR_INVALID_ARG, kSub,
-                "a shard of {} examples holds no full batch of {} ({} examples, {} ranks)",
-                sampler.shard_size(), cfg.batch, tr.count, world);
   int64_t total_steps = steps_per_epoch * cfg.epochs;
   if (cfg.max_steps >= 0) total_steps = std::min(total_steps, cfg.max_steps);
   LrSchedule schedule{cfg.lr, cfg.lr_reference_batch, cfg.batch * world,

@@ -212,7 +212,7 @@ TEST(ModelGrad, SmallNetEveryParameter) {
 TEST(ModelGrad, FmSSampled) {
   ModelSpec spec;
   ASSERT_EQ(find_model("fm-s", &spec), kOk);
-  check_model(spec, 2, 997);  // every 997th parameter of each view (and each view's first)
+  check_model(spec, 2, 1999);  // every 1999th parameter of each view (and each view's first)
 }
 
 }  // namespace

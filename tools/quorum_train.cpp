@@ -82,12 +82,13 @@ class ConsoleObserver : public qt::TrainObserver {
     }
     std::printf(
         "epoch %lld%s: train loss %.4f acc %.2f%% | test loss %.4f acc %.2f%% | %.0f img/s | "
-        "%.2f s: data %.2f forward %.2f backward %.2f reduce %.2f update %.2f | eval %.2f s | "
+        "%.0f img/cpu-s | %.2f s: data %.2f forward %.2f backward %.2f reduce %.2f update %.2f | "
+        "eval %.2f s | "
         "params crc32 %08x sum %.6f\n",
         static_cast<long long>(r.epoch + 1), r.complete ? "" : " (partial)", r.train_loss,
-        100 * r.train_accuracy, r.test_loss, 100 * r.test_accuracy, r.images_per_s, r.seconds,
-        r.times.data, r.times.forward, r.times.backward, r.times.reduce, r.times.update,
-        r.eval_seconds, r.param_crc32, r.param_sum);
+        100 * r.train_accuracy, r.test_loss, 100 * r.test_accuracy, r.images_per_s,
+        r.images_per_cpu_s, r.seconds, r.times.data, r.times.forward, r.times.backward,
+        r.times.reduce, r.times.update, r.eval_seconds, r.param_crc32, r.param_sum);
     std::fflush(stdout);
     if (log_) {
       *log_ << json{{"event", "epoch"},
@@ -100,6 +101,8 @@ class ConsoleObserver : public qt::TrainObserver {
                     {"test_accuracy", r.test_accuracy},
                     {"images_per_s", r.images_per_s},
                     {"seconds", r.seconds},
+                    {"cpu_seconds", r.cpu_seconds},
+                    {"images_per_cpu_s", r.images_per_cpu_s},
                     {"time_data", r.times.data},
                     {"time_forward", r.times.forward},
                     {"time_backward", r.times.backward},

@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <ctime>
 
 #include "trainer/checkpoint.hpp"
 #include "trainer/lr_schedule.hpp"
@@ -20,6 +21,12 @@ constexpr const char *kSub = "trainer";
 using Clock = std::chrono::steady_clock;
 double since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+double process_cpu_seconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
 }
 
 // Host-side scratch of one batch.
@@ -139,6 +146,7 @@ Status train(const TrainConfig &cfg, Backend *backend, const DataSplit &data,
     EpochReport rep;
     rep.epoch = st.epoch;
     const auto epoch_start = Clock::now();
+    const double cpu_start = process_cpu_seconds();
     int64_t images_this_run = 0;
     while (st.step_in_epoch < steps_per_epoch && st.global_step < total_steps) {
       auto t = Clock::now();
@@ -196,6 +204,8 @@ Status train(const TrainConfig &cfg, Backend *backend, const DataSplit &data,
         QUORUM_CHECK(save());
     }
     rep.seconds = since(epoch_start);
+    rep.cpu_seconds = process_cpu_seconds() - cpu_start;
+    rep.images_per_cpu_s = rep.cpu_seconds > 0 ? double(images_this_run) / rep.cpu_seconds : 0;
     rep.images_per_s = rep.times.total() > 0 ? double(images_this_run) / rep.times.total() : 0;
     rep.complete = st.step_in_epoch == steps_per_epoch;
     rep.train_loss = st.epoch_images ? st.epoch_loss_sum / double(st.epoch_images) : 0;

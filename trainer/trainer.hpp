@@ -53,6 +53,9 @@ struct EpochReport {
   double train_loss = 0, train_accuracy = 0;  // over the whole epoch's steps
   double test_loss = 0, test_accuracy = 0;
   double images_per_s = 0, seconds = 0, eval_seconds = 0;
+  // Process CPU time of the training steps, and images per CPU second: the
+  // steadier speed figure on a shared machine (one compute thread per rank).
+  double cpu_seconds = 0, images_per_cpu_s = 0;
   PhaseTimes times;
   uint32_t param_crc32 = 0;  // bit-exact checksum of the parameters
   double param_sum = 0;      // sum of the parameters (a readable checksum)

@@ -182,6 +182,52 @@ TEST_F(Training, ResumeRefusesAnotherRun) {
   EXPECT_NE(std::string(last_error()).find("batch 32"), std::string::npos) << last_error();
 }
 
+// Records how the trainer uses the reducer interface; can fail on a given step.
+class RecordingReducer : public GradientReducer {
+ public:
+  int rank() const override { return 0; }
+  int size() const override { return 1; }
+  Status broadcast_parameters(float *params, size_t count, MemoryKind memory) override {
+    ++broadcasts;
+    broadcast_count = count;
+    EXPECT_NE(params, nullptr);
+    EXPECT_EQ(memory, MemoryKind::Host);
+    return kOk;
+  }
+  Status reduce_gradients(float *grads, size_t count, MemoryKind, int64_t step,
+                          ReduceInfo *info) override {
+    EXPECT_NE(grads, nullptr);
+    EXPECT_EQ(count, broadcast_count) << "gradient and parameters differ in size";
+    steps.push_back(step);
+    info->contributors = 1;
+    if (step == fail_at) return fail(QUORUM_ERR_PEER_FAILED, "test", "injected at step {}", step);
+    return kOk;
+  }
+  const char *name() const override { return "recording"; }
+  int broadcasts = 0;
+  size_t broadcast_count = 0;
+  std::vector<int64_t> steps;
+  int64_t fail_at = -1;
+};
+
+TEST_F(Training, ReducerSeesEveryStepOnce) {
+  std::unique_ptr<Backend> be;
+  ASSERT_EQ(make_backend("cpu", BackendOptions{}, &be), kOk);
+  RecordingReducer reducer;
+  TrainResult r;
+  TrainConfig c = cfg_;
+  c.epochs = 1;
+  ASSERT_EQ(train(c, be.get(), data_, &reducer, nullptr, &r), kOk);
+  EXPECT_EQ(reducer.broadcasts, 1);
+  ASSERT_EQ(reducer.steps.size(), 16u);
+  for (int64_t i = 0; i < 16; ++i) EXPECT_EQ(reducer.steps[size_t(i)], i);
+  EXPECT_EQ(reducer.broadcast_count, r.params.size());
+  RecordingReducer failing;
+  failing.fail_at = 5;
+  EXPECT_EQ(train(c, be.get(), data_, &failing, nullptr, &r), QUORUM_ERR_PEER_FAILED);
+  EXPECT_EQ(failing.steps.size(), 6u);
+}
+
 TEST_F(Training, RejectsModelAndDataMismatch) {
   TrainConfig c = cfg_;
   c.model = "cifar-cnn";

@@ -8,7 +8,7 @@
 # Usage: perf/train_vs_torch.sh [--build DIR] [--epochs N] [--max-steps N]
 #                               [--rounds N] [--threads N] [--batch N] [--lr X]
 set -eu
-build=build epochs=1 max_steps=-1 rounds=1 threads=1 batch=64 lr=0.05
+build=build epochs=1 max_steps=-1 rounds=1 threads=1 batch=64 lr=0.02
 while [ $# -gt 0 ]; do
   case "$1" in
     --build) build="$2"; shift 2 ;;

@@ -20,7 +20,7 @@ struct TrainConfig {
   std::string model = "fm-s";
   int batch = 64;  // per rank
   int epochs = 5;
-  double lr = 0.05;             // at lr_reference_batch examples
+  double lr = 0.02;             // at lr_reference_batch examples
   int lr_reference_batch = 64;  // linear scaling: lr x global batch / this
   double warmup_epochs = 0.0;
   double momentum = 0.9;

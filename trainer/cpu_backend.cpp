@@ -63,7 +63,7 @@ struct ConvPrimitives {
   dnnl::convolution_backward_weights::primitive_desc bwd_weights_pd;
   dnnl::convolution_backward_weights bwd_weights;
   // Staging buffers of this shape (kept: fresh pages cost more than the math).
-  Staged src, wei, dst, ddst, ddst2, dwei, dsrc;
+  Staged src, wei, dst, ddst, ddst2, dwei, dsrc, wei_bwd;
 };
 
 class CpuBackend : public Backend {
@@ -125,16 +125,18 @@ class CpuBackend : public Backend {
     p.dwei.push(stream_);
     if (dx != nullptr) {
       p.ddst2.bind(engine_, p.bwd_data_pd.diff_dst_desc(), user_dst(s), const_cast<float *>(dy));
-      p.wei.bind(engine_, p.bwd_data_pd.weights_desc(), user_weights(s), const_cast<float *>(w));
+      // Own staging: backward data wants another weights layout than forward.
+      p.wei_bwd.bind(engine_, p.bwd_data_pd.weights_desc(), user_weights(s),
+                     const_cast<float *>(w));
       p.dsrc.bind(engine_, p.bwd_data_pd.diff_src_desc(), user_src(s), dx);
       if (p.bwd_data_pd.diff_dst_desc() == p.bwd_weights_pd.diff_dst_desc()) {
         p.ddst2 = p.ddst;  // already staged above
       } else {
         p.ddst2.pull(stream_);
       }
-      p.wei.pull(stream_);
+      p.wei_bwd.pull(stream_);
       p.bwd_data.execute(stream_, {{DNNL_ARG_DIFF_DST, p.ddst2.mem()},
-                                   {DNNL_ARG_WEIGHTS, p.wei.mem()},
+                                   {DNNL_ARG_WEIGHTS, p.wei_bwd.mem()},
                                    {DNNL_ARG_DIFF_SRC, p.dsrc.mem()}});
       p.dsrc.push(stream_);
     }

@@ -179,7 +179,8 @@ int main(int argc, char **argv) {
       ->capture_default_str();
   app.add_option("--seed", cfg.seed, "seed of the initial weights and the data order")
       ->capture_default_str();
-  app.add_option("--threads", threads, "compute threads (cpu backend)")
+  app.add_option("--threads", threads,
+                 "compute threads (cpu backend; more than 1 only pays on otherwise idle cores)")
       ->check(CLI::Range(1, 1024))
       ->capture_default_str();
   app.add_option("--max-steps", cfg.max_steps, "stop at this global step (-1: all epochs)")

@@ -31,6 +31,13 @@ class GradientReducer {
   virtual int size() const = 0;
   // params: `count` floats in memory of kind `memory` (host or device).
   virtual Status broadcast_parameters(float *params, size_t count, MemoryKind memory) = 0;
+  // Called during the backward pass of `step`, last layer first, as each layer's
+  // part of the gradient [offset, offset + count) becomes final (Model::backward);
+  // the ranges are contiguous and cover the buffer. A reducer may start
+  // communicating a bucket here; reduce_gradients() still follows and must
+  // leave the whole buffer reduced. The default ignores it.
+  virtual void gradient_ready(float * /*grads*/, size_t /*offset*/, size_t /*count*/,
+                              int64_t /*step*/) {}
   // grads: `count` floats (the flat gradient of step `step`), reduced in place.
   virtual Status reduce_gradients(float *grads, size_t count, MemoryKind memory, int64_t step,
                                   ReduceInfo *info) = 0;

@@ -168,8 +168,9 @@ void Model<T>::evaluate(int batch, double *mean_loss, int64_t *correct) {
 }
 
 template <typename T>
-void Model<T>::backward(int batch) {
+void Model<T>::backward(int batch, const GradientReady &ready) {
   BackendT<T> &be = *backend_;
+  size_t ready_end = layout_.total();  // grads at or after this index are final
   for (size_t i = plan_.size(); i-- > 0;) {
     const LayerPlan &p = plan_[i];
     const T *x = act_[i], *y = act_[i + 1], *dy = dact_[i + 1];
@@ -195,6 +196,11 @@ void Model<T>::backward(int batch) {
                            view(params_, p.weight_view), dy, dx, view(grads_, p.weight_view),
                            view(grads_, p.bias_view));
         break;
+    }
+    if (ready && p.weight_view >= 0) {
+      const size_t begin = layout_.views()[size_t(p.weight_view)].offset;
+      ready(begin, ready_end - begin);
+      ready_end = begin;
     }
   }
 }

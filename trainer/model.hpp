@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -68,8 +69,13 @@ class Model {
   // Softmax cross-entropy of the logits; also writes dlogits for backward().
   void loss(int batch, double *mean_loss, int64_t *correct);
   void evaluate(int batch, double *mean_loss, int64_t *correct);
-  // Fills grads from dlogits (every gradient overwritten).
-  void backward(int batch);
+  // Fills grads from dlogits (every gradient overwritten). If given, `ready` is
+  // called after each layer with parameters, with the range [offset, offset +
+  // count) of grads that is now final: ranges come last layer first, are
+  // contiguous and together cover [0, param_count()) (so a reducer can start
+  // communicating the last layers while the first are still computing).
+  using GradientReady = std::function<void(size_t offset, size_t count)>;
+  void backward(int batch, const GradientReady &ready = nullptr);
 
  private:
   Model() = default;

@@ -165,7 +165,11 @@ Status train(const TrainConfig &cfg, Backend *backend, const DataSplit &data,
       rep.times.forward += since(t);
 
       t = Clock::now();
-      model->backward(cfg.batch);
+      float *grads = model->grads();
+      const int64_t this_step = st.global_step;
+      model->backward(cfg.batch, [&](size_t offset, size_t n) {
+        reducer->gradient_ready(grads, offset, n, this_step);
+      });
       backend->synchronize();
       rep.times.backward += since(t);
 

@@ -203,7 +203,11 @@ class RecordingReducer : public GradientReducer {
     if (step == fail_at) return fail(QUORUM_ERR_PEER_FAILED, "test", "injected at step {}", step);
     return kOk;
   }
+  void gradient_ready(float *, size_t offset, size_t count, int64_t step) override {
+    if (step == 0) ready.emplace_back(offset, count);
+  }
   const char *name() const override { return "recording"; }
+  std::vector<std::pair<size_t, size_t>> ready;  // of step 0
   int broadcasts = 0;
   size_t broadcast_count = 0;
   std::vector<int64_t> steps;
@@ -222,6 +226,14 @@ TEST_F(Training, ReducerSeesEveryStepOnce) {
   ASSERT_EQ(reducer.steps.size(), 16u);
   for (int64_t i = 0; i < 16; ++i) EXPECT_EQ(reducer.steps[size_t(i)], i);
   EXPECT_EQ(reducer.broadcast_count, r.params.size());
+  // Ready ranges: one per layer with parameters (fm-s: 4), last first, tiling the buffer.
+  ASSERT_EQ(reducer.ready.size(), 4u);
+  size_t end = r.params.size();
+  for (auto [offset, count] : reducer.ready) {
+    EXPECT_EQ(offset + count, end);
+    end = offset;
+  }
+  EXPECT_EQ(end, 0u);
   RecordingReducer failing;
   failing.fail_at = 5;
   EXPECT_EQ(train(c, be.get(), data_, &failing, nullptr, &r), QUORUM_ERR_PEER_FAILED);

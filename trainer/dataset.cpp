@@ -1,6 +1,7 @@
 // dataset.cpp: see dataset.hpp.
 #include "trainer/dataset.hpp"
 
+#include <unistd.h>
 #include <zlib.h>
 
 #include <algorithm>
@@ -26,6 +27,15 @@ constexpr const char *kSub = "data";
 std::string join_path(const std::string &dir, const std::string &file) {
   if (dir.empty()) return file;
   return dir.back() == '/' ? dir + file : dir + "/" + file;
+}
+
+// dir/file, or dir/file without ".gz" when only the uncompressed file is there
+// (missing both: the .gz name, which the error message then shows).
+std::string resolve(const std::string &dir, const std::string &file) {
+  const std::string gz = join_path(dir, file);
+  if (access(gz.c_str(), F_OK) == 0 || file.size() < 3) return gz;
+  const std::string plain = gz.substr(0, gz.size() - 3);
+  return access(plain.c_str(), F_OK) == 0 ? plain : gz;
 }
 
 uint32_t read_be32(const uint8_t *p) {
@@ -77,7 +87,7 @@ Status parse_idx(const std::string &path, const std::vector<uint8_t> &bytes,
 Status load_idx_pair(const std::string &dir, const IdxFileInfo &img, const IdxFileInfo &lab,
                      bool verify_content, Dataset *out) {
   std::vector<uint8_t> ib, lb;
-  const std::string ipath = join_path(dir, img.file), lpath = join_path(dir, lab.file);
+  const std::string ipath = resolve(dir, img.file), lpath = resolve(dir, lab.file);
   const size_t cap = size_t(1) << 30;
   QUORUM_CHECK(read_gzip_file(ipath, verify_content ? img.bytes : cap, &ib));
   QUORUM_CHECK(read_gzip_file(lpath, verify_content ? lab.bytes : cap, &lb));

@@ -46,8 +46,9 @@ extern const char *const kFashionMnistDefaultDir;
 // Reads a whole gzip file (plain files pass through), at most max_bytes.
 Status read_gzip_file(const std::string &path, size_t max_bytes, std::vector<uint8_t> *out);
 
-// Fashion-MNIST from dir. verify_content checks sizes and CRC32 against
-// kFashionMnistFiles (turn it off for other IDX data of the same shape).
+// Fashion-MNIST from dir ("" = the package's location): the four .gz files, or
+// the same names without .gz, uncompressed. verify_content checks sizes and
+// CRC32 against kFashionMnistFiles (turn it off for other IDX data of the same shape).
 Status load_fashion_mnist(const std::string &dir, bool verify_content, DataSplit *out);
 // CIFAR-10 binary version: data_batch_1..5.bin and test_batch.bin in dir.
 Status load_cifar10(const std::string &dir, DataSplit *out);

@@ -97,6 +97,16 @@ TEST(FashionMnistFiles, SmallValidSetLoads) {
   EXPECT_EQ(s.train.labels[13], 3);
 }
 
+TEST(FashionMnistFiles, UncompressedFilesAreAccepted) {
+  TempDir d;
+  write_small_set(d);
+  std::remove(d.file("t10k-images-idx3-ubyte.gz").c_str());
+  write_raw(d.file("t10k-images-idx3-ubyte"), idx_images(0x803, 10, 28, 28));
+  DataSplit s;
+  ASSERT_EQ(load_fashion_mnist(d.path(), false, &s), kOk) << last_error();
+  EXPECT_EQ(s.test.count, 10u);
+}
+
 TEST(FashionMnistFiles, ContentCheckRejectsOtherData) {
   TempDir d;
   write_small_set(d);

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -58,16 +59,28 @@ class ConsoleObserver : public qt::TrainObserver {
   }
 
   void on_step(const qt::StepProgress &p) override {
-    std::string line = fmt::format("epoch {}/{} step {}/{} loss {:.4f} {:.0f} img/s ETA {}",
-                                   p.epoch + 1, epochs_, p.step_in_epoch, p.steps_per_epoch, p.loss,
-                                   p.images_per_s, format_duration(p.eta_s));
+    log_step(p);
+    const bool last = p.step_in_epoch == p.steps_per_epoch;
     if (tty_) {
-      std::fprintf(stderr, "\r%s\033[K", line.c_str());
+      // At most ~10 redraws a second: a terminal is slower than a small model's steps.
+      const auto now = std::chrono::steady_clock::now();
+      if (now - last_draw_ < std::chrono::milliseconds(100) && !last) return;
+      last_draw_ = now;
+      std::fprintf(stderr, "\r%s\033[K", progress_line(p).c_str());
       std::fflush(stderr);
       line_open_ = true;
     } else if (plain_every_ > 0 && p.global_step % plain_every_ == 0) {
-      std::fprintf(stderr, "%s\n", line.c_str());
+      std::fprintf(stderr, "%s\n", progress_line(p).c_str());
     }
+  }
+
+  std::string progress_line(const qt::StepProgress &p) const {
+    return fmt::format("epoch {}/{} step {}/{} loss {:.4f} {:.0f} img/s ETA {}", p.epoch + 1,
+                       epochs_, p.step_in_epoch, p.steps_per_epoch, p.loss, p.images_per_s,
+                       format_duration(p.eta_s));
+  }
+
+  void log_step(const qt::StepProgress &p) {
     if (log_ && log_every_ > 0 && p.global_step % log_every_ == 0)
       *log_ << json{{"event", "step"}, {"epoch", p.epoch}, {"step", p.global_step},
                     {"loss", p.loss},  {"lr", p.lr},       {"images_per_s", p.images_per_s}}
@@ -125,6 +138,7 @@ class ConsoleObserver : public qt::TrainObserver {
   int64_t log_every_;
   int epochs_ = 0;
   bool line_open_ = false;
+  std::chrono::steady_clock::time_point last_draw_{};
 };
 
 }  // namespace

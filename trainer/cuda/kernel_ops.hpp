@@ -37,6 +37,7 @@ struct ConvGeom {
 // col[K][nb*P] from nb images x[nb][in_c][in_h][in_w]: column (n, p) holds the
 // input patch under output pixel p of image n (zero outside the padding).
 struct Im2col {
+  static constexpr const char *kName = "im2col";
   ConvGeom g;
   int nb = 0;
   const float *x = nullptr;
@@ -60,6 +61,7 @@ struct Im2col {
 // dx[nb][in_c][in_h][in_w] (overwritten) from dcol[K][nb*P]: each input element
 // gathers the patch entries that read it (no atomics, a fixed order).
 struct Col2im {
+  static constexpr const char *kName = "col2im";
   ConvGeom g;
   int nb = 0;
   const float *dcol = nullptr;
@@ -91,6 +93,7 @@ struct Col2im {
 
 // cnp[C][nb*P] from nchw[nb][C][P] (the GEMMs want channels outermost).
 struct NchwToCnp {
+  static constexpr const char *kName = "nchw_to_cnp";
   int channels = 0, nb = 0;
   size_t plane = 0;
   const float *nchw = nullptr;
@@ -105,6 +108,7 @@ struct NchwToCnp {
 
 // nchw[nb][C][P] = cnp[C][nb*P] + bias[C] (the conv forward's last step).
 struct CnpToNchwBias {
+  static constexpr const char *kName = "cnp_to_nchw_bias";
   int channels = 0, nb = 0;
   size_t plane = 0;
   const float *cnp = nullptr;
@@ -119,6 +123,7 @@ struct CnpToNchwBias {
 
 // y[batch][out] = bias[out] (the linear GEMM then adds x W^T with beta = 1).
 struct BroadcastBias {
+  static constexpr const char *kName = "broadcast_bias";
   int out = 0;
   const float *bias = nullptr;
   float *y = nullptr;
@@ -126,6 +131,7 @@ struct BroadcastBias {
 };
 
 struct ReluForward {
+  static constexpr const char *kName = "relu_forward";
   const float *x = nullptr;
   float *y = nullptr;
   QUORUM_HD void operator()(size_t i) const {
@@ -135,6 +141,7 @@ struct ReluForward {
 };
 
 struct ReluBackward {
+  static constexpr const char *kName = "relu_backward";
   const float *y = nullptr, *dy = nullptr;
   float *dx = nullptr;
   QUORUM_HD void operator()(size_t i) const { dx[i] = y[i] > 0.f ? dy[i] : 0.f; }
@@ -157,6 +164,7 @@ struct PoolGeom {
 
 // One output element per index over [planes][out_h][out_w].
 struct MaxPoolForward {
+  static constexpr const char *kName = "maxpool_forward";
   PoolGeom g;
   const float *x = nullptr;
   float *y = nullptr;
@@ -171,6 +179,7 @@ struct MaxPoolForward {
 // One input element per index over [planes][in_h][in_w]: it takes its window's
 // gradient if it is the window's first maximum, else zero (every dx written).
 struct MaxPoolBackward {
+  static constexpr const char *kName = "maxpool_backward";
   PoolGeom g;
   const float *x = nullptr, *dy = nullptr;
   float *dx = nullptr;
@@ -189,6 +198,7 @@ struct MaxPoolBackward {
 // per-row loss, hit (argmax == label) and bad-label flag go to three double
 // arrays that a row reduction then sums. dlogits may be nullptr or alias logits.
 struct SoftmaxXentRow {
+  static constexpr const char *kName = "softmax_xent_row";
   int classes = 0;
   float batch = 1.f;  // as a float, to divide exactly as `ref` does
   const float *logits = nullptr;
@@ -225,6 +235,7 @@ struct SoftmaxXentRow {
 
 // PyTorch SGD: g' = g + wd * w; v = mu * v + g'; w -= lr * v.
 struct SgdUpdate {
+  static constexpr const char *kName = "sgd_update";
   float lr = 0.f, momentum = 0.f, weight_decay = 0.f;
   float *params = nullptr;
   const float *grads = nullptr;
@@ -238,6 +249,7 @@ struct SgdUpdate {
 };
 
 struct Scale {
+  static constexpr const char *kName = "scale";
   float alpha = 1.f;
   float *y = nullptr;
   QUORUM_HD void operator()(size_t i) const { y[i] = alpha * y[i]; }
@@ -247,6 +259,7 @@ struct Scale {
 
 // Conv bias gradient: row = channel, col = (n, p) over the whole batch.
 struct ConvBiasGradTerm {
+  static constexpr const char *kName = "conv_bias_grad";
   int channels = 0;
   size_t plane = 0;
   const float *dy = nullptr;
@@ -258,6 +271,7 @@ struct ConvBiasGradTerm {
 
 // Linear bias gradient: row = output, col = example.
 struct LinearBiasGradTerm {
+  static constexpr const char *kName = "linear_bias_grad";
   int out = 0;
   const float *dy = nullptr;
   QUORUM_HD double operator()(size_t row, size_t col) const {
@@ -266,6 +280,7 @@ struct LinearBiasGradTerm {
 };
 
 struct SquareTerm {
+  static constexpr const char *kName = "sum_squares";
   const float *x = nullptr;
   QUORUM_HD double operator()(size_t, size_t col) const {
     const double v = double(x[col]);
@@ -275,6 +290,7 @@ struct SquareTerm {
 
 // Rows 0, 1, 2: the per-example loss, hit and bad-label arrays of SoftmaxXentRow.
 struct XentTotalsTerm {
+  static constexpr const char *kName = "xent_totals";
   const double *loss = nullptr, *hit = nullptr, *bad = nullptr;
   QUORUM_HD double operator()(size_t row, size_t col) const {
     return row == 0 ? loss[col] : row == 1 ? hit[col] : bad[col];

@@ -47,12 +47,15 @@ class CudaExec {
   CudaExec(const CudaExec &) = delete;
   CudaExec &operator=(const CudaExec &) = delete;
 
-  // Selects the device and creates the stream and the cuBLAS handle.
+  // Selects the device and creates the stream and the cuBLAS handle. The stream
+  // is a blocking one: it orders itself with the legacy default stream, where
+  // other code (the collectives' host staging uses cudaMemcpy) copies gradients
+  // in and out, so their copies and this backend's kernels never overlap.
   Status open() {
     context_.op = "create";
     exit_on_error_ = false;  // a failed creation is returned, not fatal
     const bool ok = check(cudaSetDevice(device_), "cudaSetDevice") &&
-                    check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking),
+                    check(cudaStreamCreateWithFlags(&stream_, cudaStreamDefault),
                           "cudaStreamCreateWithFlags") &&
                     check(cublasCreate(&blas_), "cublasCreate") &&
                     check(cublasSetStream(blas_, stream_), "cublasSetStream") &&
@@ -108,13 +111,13 @@ class CudaExec {
   }
   void to_device(void *dst, const void *src, size_t n) {
     // Synchronous like the host backends: the caller may reuse src at once.
-    if (check(cudaMemcpyAsync(dst, src, n, cudaMemcpyHostToDevice, stream_),
-              "cudaMemcpyAsync(host to device)"))
+    if (ok() && check(cudaMemcpyAsync(dst, src, n, cudaMemcpyHostToDevice, stream_),
+                      "cudaMemcpyAsync(host to device)"))
       sync_checked("cudaStreamSynchronize after a copy to the device");
   }
   void to_host(void *dst, const void *src, size_t n) {
-    if (check(cudaMemcpyAsync(dst, src, n, cudaMemcpyDeviceToHost, stream_),
-              "cudaMemcpyAsync(device to host)"))
+    if (ok() && check(cudaMemcpyAsync(dst, src, n, cudaMemcpyDeviceToHost, stream_),
+                      "cudaMemcpyAsync(device to host)"))
       sync_checked("cudaStreamSynchronize after a copy to the host");
   }
   void device_copy(void *dst, const void *src, size_t n) {

@@ -5,7 +5,9 @@
 // convolution and linear products (kernel_backend.hpp has the algorithms). All
 // buffers are device memory from cudaMalloc (MemoryKind::Cuda), the gradients
 // one contiguous buffer as the interface requires; calls are queued on one
-// stream, copies to the host and synchronize() wait for it.
+// stream, copies to the host and synchronize() wait for it. That stream is
+// ordered with the legacy default stream, so a reducer that copies the
+// gradients with plain cudaMemcpy needs no extra synchronisation.
 //
 // Errors: every CUDA and cuBLAS call is checked. The first failure is reported
 // with the backend call, its shapes, the failing CUDA/cuBLAS call and its error

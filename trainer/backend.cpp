@@ -3,6 +3,7 @@
 
 #include "trainer/backend.hpp"
 #include "trainer/cpu_backend.hpp"
+#include "trainer/cuda/cuda_backend.hpp"
 #include "trainer/ref_backend.hpp"
 
 namespace quorum::trainer {
@@ -14,8 +15,7 @@ Status make_backend(const std::string &name, const BackendOptions &options,
   } else if (name == "cpu") {
     *out = make_cpu_backend(options);
   } else if (name == "cuda") {
-    return fail(QUORUM_ERR_UNSUPPORTED, "trainer",
-                "backend 'cuda' is not available in this build yet (use ref or cpu)");
+    return make_cuda_backend(options, out);
   } else {
     return fail(QUORUM_ERR_INVALID_ARG, "trainer", "unknown backend '{}' (known: ref, cpu, cuda)",
                 name);

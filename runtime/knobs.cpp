@@ -21,16 +21,22 @@ std::map<std::string, KnobBase *> &registry() {
 
 const char *knob_source_name(KnobSource s) {
   switch (s) {
-    case KnobSource::Default: return "default";
-    case KnobSource::Environment: return "environment";
-    case KnobSource::Override: return "override";
+    case KnobSource::Default:
+      return "default";
+    case KnobSource::Environment:
+      return "environment";
+    case KnobSource::Override:
+      return "override";
   }
   return "?";
 }
 
 KnobBase::KnobBase(const char *name, const char *type, std::string default_text, const char *help,
                    std::vector<std::string> choices)
-    : name_(name), type_(type), default_text_(std::move(default_text)), help_(help),
+    : name_(name),
+      type_(type),
+      default_text_(std::move(default_text)),
+      help_(help),
       choices_(std::move(choices)) {
   std::lock_guard<std::mutex> lock(registry_mutex());
   registry()[name_] = this;
@@ -97,14 +103,30 @@ void KnobBase::reload() {
 }
 
 namespace {
-std::string default_text_of(bool v) { return v ? "1" : "0"; }
-std::string default_text_of(int64_t v) { return std::to_string(v); }
-std::string default_text_of(double v) { return fmt::format("{}", v); }
-std::string default_text_of(const std::string &v) { return v; }
-const char *type_name_of(bool) { return "bool"; }
-const char *type_name_of(int64_t) { return "int"; }
-const char *type_name_of(double) { return "float"; }
-const char *type_name_of(const std::string &) { return "string"; }
+std::string default_text_of(bool v) {
+  return v ? "1" : "0";
+}
+std::string default_text_of(int64_t v) {
+  return std::to_string(v);
+}
+std::string default_text_of(double v) {
+  return fmt::format("{}", v);
+}
+std::string default_text_of(const std::string &v) {
+  return v;
+}
+const char *type_name_of(bool) {
+  return "bool";
+}
+const char *type_name_of(int64_t) {
+  return "int";
+}
+const char *type_name_of(double) {
+  return "float";
+}
+const char *type_name_of(const std::string &) {
+  return "string";
+}
 }  // namespace
 
 namespace {
@@ -156,7 +178,8 @@ template <typename T>
 Knob<T>::Knob(const char *name, T default_value, const char *help, std::vector<std::string> choices)
     : KnobBase(name, type_name_of(default_value), default_text_of(default_value), help,
                std::move(choices)),
-      default_(default_value), value_(default_value) {}
+      default_(default_value),
+      value_(default_value) {}
 
 template <typename T>
 bool Knob<T>::parse(const std::string &text, std::string *why) {
@@ -201,9 +224,11 @@ void reload_knobs() {
 Knob<int64_t> knob_timeout_ms("QUORUM_TIMEOUT_MS", 60000,
                               "Timeout in milliseconds of every blocking call (collectives, "
                               "bootstrap, waits); 0 or less waits forever");
-Knob<bool> knob_progress_thread("QUORUM_PROGRESS_THREAD", true,
-                                "Run a progress thread per communicator that sleeps on transport "
-                                "events (needed for partial collectives to answer activations "
-                                "while the caller computes)");
+Knob<std::string> knob_progress_thread(
+    "QUORUM_PROGRESS_THREAD", "auto",
+    "Progress thread per communicator, sleeping on transport events: auto (started by the "
+    "first non-blocking or partial collective), on, or off (progress only inside the "
+    "caller's own calls; partial collectives then join rounds only inside post/wait)",
+    {"auto", "on", "off"});
 
 }  // namespace quorum

@@ -100,6 +100,6 @@ void reload_knobs();
 
 // Knobs of the runtime layer.
 extern Knob<int64_t> knob_timeout_ms;
-extern Knob<bool> knob_progress_thread;
+extern Knob<std::string> knob_progress_thread;
 
 }  // namespace quorum

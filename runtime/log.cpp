@@ -31,7 +31,9 @@ LogLevel parse_level(const char *s) {
   if (v == "info") return LogLevel::Info;
   if (v == "debug") return LogLevel::Debug;
   if (v == "trace") return LogLevel::Trace;
-  std::fprintf(stderr, "quorum: unknown QUORUM_LOG_LEVEL '%s' (error|warn|info|debug|trace), using warn\n", s);
+  std::fprintf(stderr,
+               "quorum: unknown QUORUM_LOG_LEVEL '%s' (error|warn|info|debug|trace), using warn\n",
+               s);
   return LogLevel::Warn;
 }
 
@@ -46,7 +48,8 @@ LogConfig &config_locked() {
   if (!g_config) {
     g_config = new LogConfig();
     g_config->level = parse_level(std::getenv("QUORUM_LOG_LEVEL"));
-    if (const char *subs = std::getenv("QUORUM_LOG_SUBSYS"); subs && *subs && std::strcmp(subs, "all") != 0) {
+    if (const char *subs = std::getenv("QUORUM_LOG_SUBSYS");
+        subs && *subs && std::strcmp(subs, "all") != 0) {
       std::stringstream ss(subs);
       std::string item;
       while (std::getline(ss, item, ',')) {
@@ -63,11 +66,16 @@ LogConfig &config_locked() {
 
 const char *level_name(LogLevel l) {
   switch (l) {
-    case LogLevel::Error: return "ERROR";
-    case LogLevel::Warn: return "WARN";
-    case LogLevel::Info: return "INFO";
-    case LogLevel::Debug: return "DEBUG";
-    case LogLevel::Trace: return "TRACE";
+    case LogLevel::Error:
+      return "ERROR";
+    case LogLevel::Warn:
+      return "WARN";
+    case LogLevel::Info:
+      return "INFO";
+    case LogLevel::Debug:
+      return "DEBUG";
+    case LogLevel::Trace:
+      return "TRACE";
   }
   return "?";
 }
@@ -103,17 +111,22 @@ void log_message(LogLevel level, const char *subsystem, const std::string &text)
     if (n > 1) {
       if ((n & (n - 1)) == 0) {
         std::fprintf(stderr, "[%s:%d:%d] quorum %s %s: (repeated %u times) %s\n", cfg.host.c_str(),
-                     static_cast<int>(getpid()), rank, level_name(level), subsystem, n, text.c_str());
+                     static_cast<int>(getpid()), rank, level_name(level), subsystem, n,
+                     text.c_str());
       }
       return;
     }
   }
-  std::fprintf(stderr, "[%s:%d:%d] quorum %s %s: %s\n", cfg.host.c_str(), static_cast<int>(getpid()),
-               rank, level_name(level), subsystem, text.c_str());
+  std::fprintf(stderr, "[%s:%d:%d] quorum %s %s: %s\n", cfg.host.c_str(),
+               static_cast<int>(getpid()), rank, level_name(level), subsystem, text.c_str());
 }
 
-void set_log_rank(int rank) { t_rank = rank; }
-void set_log_rank_default(int rank) { g_default_rank.store(rank); }
+void set_log_rank(int rank) {
+  t_rank = rank;
+}
+void set_log_rank_default(int rank) {
+  g_default_rank.store(rank);
+}
 
 void reload_log_config() {
   std::lock_guard<std::mutex> lock(g_mutex);

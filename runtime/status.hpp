@@ -22,6 +22,8 @@ const char *status_text(Status s);  // human description, as quorum_strerror
 // Records `detail` as this thread's last error (no logging).
 void set_last_error(Status s, std::string detail);
 const char *last_error();
+// Sets the last error to text already formatted by set_last_error (carried across threads).
+void restore_last_error(std::string text);
 void clear_last_error();
 
 // Records and logs the error at the place of detection; returns s so that the
@@ -35,8 +37,8 @@ Status fail(Status s, const char *subsystem, fmt::format_string<Args...> f, Args
 
 }  // namespace quorum
 
-#define QUORUM_CHECK(expr)                                     \
-  do {                                                         \
-    ::quorum::Status quorum_check_status_ = (expr);            \
+#define QUORUM_CHECK(expr)                                              \
+  do {                                                                  \
+    ::quorum::Status quorum_check_status_ = (expr);                     \
     if (quorum_check_status_ != QUORUM_OK) return quorum_check_status_; \
   } while (0)

@@ -30,9 +30,9 @@ struct TransportRequest {
   enum State : int { Pending = 0, Done = 1, Failed = 2 };
   std::atomic<int> state{Pending};
   Status status = kOk;
-  size_t bytes = 0;        // bytes received (recv)
+  size_t bytes = 0;  // bytes received (recv)
   int peer = -1;
-  void *impl = nullptr;    // the transport's own handle, for cancel()
+  void *impl = nullptr;  // the transport's own handle, for cancel()
 
   bool pending() const { return state.load(std::memory_order_acquire) == Pending; }
   void reset() {
@@ -97,16 +97,17 @@ using TransportFactory = std::unique_ptr<Transport> (*)();
 
 struct TransportInfo {
   std::string name;
-  int priority;  // higher wins under QUORUM_TRANSPORT=auto
+  int priority;        // higher wins under QUORUM_TRANSPORT=auto
   bool multi_process;  // false: ranks must be threads of one process (inproc)
   TransportFactory factory;
 };
 
 // Registration happens in transports/registry.cpp (one line per transport).
 const std::vector<TransportInfo> &transport_table();
-// By name, or "auto": the highest priority transport that can connect processes
-// (or, for a ThreadGroup bootstrap, inproc).
-Status create_transport(const std::string &name, const Bootstrap &bootstrap,
+// By name, or "auto": inproc when every rank is a thread of this process (found
+// by exchanging process ids through the bootstrap), else the highest-priority
+// transport that connects processes.
+Status create_transport(const std::string &name, Bootstrap &bootstrap,
                         std::unique_ptr<Transport> *out);
 
 }  // namespace quorum

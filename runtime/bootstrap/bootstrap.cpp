@@ -20,12 +20,15 @@ class SingleBootstrap : public Bootstrap {
   int rank() const override { return 0; }
   int size() const override { return 1; }
   Status allgather(const void *in, void *out, size_t bytes) override {
-    if (bytes > 0) std::copy_n(static_cast<const uint8_t *>(in), bytes, static_cast<uint8_t *>(out));
+    if (bytes > 0)
+      std::copy_n(static_cast<const uint8_t *>(in), bytes, static_cast<uint8_t *>(out));
     return kOk;
   }
 };
 }  // namespace
 
-std::unique_ptr<Bootstrap> make_single_bootstrap() { return std::make_unique<SingleBootstrap>(); }
+std::unique_ptr<Bootstrap> make_single_bootstrap() {
+  return std::make_unique<SingleBootstrap>();
+}
 
 }  // namespace quorum

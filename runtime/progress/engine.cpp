@@ -1,1 +1,207 @@
-// engine.cpp: (being written)
+// engine.cpp: drives the active requests of one communicator, from callers in
+// wait()/test() and from an optional progress thread that sleeps on events.
+#include "runtime/progress/engine.hpp"
+
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "runtime/knobs.hpp"
+#include "runtime/log.hpp"
+
+namespace quorum {
+
+Knob<int64_t> knob_spin_us("QUORUM_SPIN_US", 20,
+                           "Microseconds a waiter keeps polling without progress before it "
+                           "sleeps on the transport's event fd");
+
+ProgressEngine::ProgressEngine(ProgressSource source, int rank)
+    : source_(std::move(source)), rank_(rank) {
+  wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+}
+
+ProgressEngine::~ProgressEngine() {
+  stop_thread();
+  if (wake_fd_ >= 0) close(wake_fd_);
+}
+
+void ProgressEngine::start_thread() {
+  if (thread_.joinable()) return;
+  stop_.store(false);
+  thread_ = std::thread([this] { thread_main(); });
+}
+
+void ProgressEngine::stop_thread() {
+  if (!thread_.joinable()) return;
+  stop_.store(true);
+  wake();
+  done_cv_.notify_all();
+  thread_.join();
+}
+
+void ProgressEngine::wake() {
+  if (wake_fd_ < 0) return;
+  uint64_t one = 1;
+  ssize_t r = write(wake_fd_, &one, sizeof(one));
+  (void)r;
+}
+
+int ProgressEngine::add_poller(Poller poller) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  int id = next_poller_id_++;
+  pollers_.emplace_back(id, std::move(poller));
+  return id;
+}
+
+void ProgressEngine::remove_poller(int id) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (auto it = pollers_.begin(); it != pollers_.end(); ++it) {
+    if (it->first == id) {
+      pollers_.erase(it);
+      return;
+    }
+  }
+}
+
+void ProgressEngine::submit(const RequestPtr &request) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    active_.push_back(request);
+    progress_locked();
+  }
+  if (thread_.joinable() && waiters_.load() == 0) wake();
+}
+
+bool ProgressEngine::progress_once() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return progress_locked();
+}
+
+bool ProgressEngine::progress_locked() {
+  bool made = source_.progress ? source_.progress() : false;
+  for (size_t i = 0; i < pollers_.size(); ++i) made |= pollers_[i].second();
+  for (auto it = active_.begin(); it != active_.end();) {
+    Request &req = **it;
+    Schedule &sched = req.schedule();
+    if (!req.aborted_) {
+      made |= sched.progress();
+      if (!sched.done() && req.deadline_.expired()) {
+        std::vector<int> peers = sched.waiting_peers();
+        std::string who;
+        for (int p : peers) who += (who.empty() ? "" : ",") + std::to_string(p);
+        fail(QUORUM_ERR_TIMEOUT, "progress",
+             "{} on rank {} timed out after {} ms; waiting for rank(s) [{}]: {}", req.what_, rank_,
+             knob_timeout_ms.get(), who, sched.stall_report());
+        req.detail_ = last_error();
+        sched.abort(QUORUM_ERR_TIMEOUT);
+      } else if (sched.done() && sched.status() != kOk) {
+        // Name the operation in front of the cause the failing task recorded.
+        std::string cause = last_error();
+        std::string prefix = std::string(status_name(sched.status())) + ": ";
+        if (cause.rfind(prefix, 0) == 0) cause.erase(0, prefix.size());
+        req.detail_ = fmt::format("{}{} on rank {} failed: {}", prefix, req.what_, rank_, cause);
+      }
+      if (sched.done() && sched.status() != kOk) req.aborted_ = true;
+    }
+    if (sched.done() && (!req.aborted_ || sched.quiescent())) {
+      req.status_ = sched.status();
+      if (req.on_complete) req.on_complete(req.status_);
+      req.complete_.store(true, std::memory_order_release);
+      it = active_.erase(it);
+      made = true;
+      done_cv_.notify_all();
+    } else {
+      ++it;
+    }
+  }
+  return made;
+}
+
+void ProgressEngine::sleep_for_events(int max_ms) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (source_.arm && !source_.arm()) return;  // events pending: progress instead
+  }
+  struct pollfd fds[2];
+  int n = 0;
+  int efd = source_.event_fd ? source_.event_fd() : -1;
+  if (efd >= 0) fds[n++] = {efd, POLLIN, 0};
+  if (wake_fd_ >= 0) fds[n++] = {wake_fd_, POLLIN, 0};
+  // Without a transport fd, nap briefly so a pending send still gets polled.
+  int timeout = efd >= 0 ? max_ms : (max_ms < 1 ? max_ms : 1);
+  int r = poll(fds, n, timeout);
+  if (r > 0 && wake_fd_ >= 0 && (fds[n - 1].revents & POLLIN)) {
+    uint64_t v;
+    ssize_t rr = read(wake_fd_, &v, sizeof(v));
+    (void)rr;
+  }
+}
+
+Status ProgressEngine::wait(const RequestPtr &request) {
+  waiters_.fetch_add(1);
+  uint64_t spin_ns = static_cast<uint64_t>(knob_spin_us.get()) * 1000;
+  uint64_t last_progress = now_ns();
+  while (!request->complete()) {
+    bool made = progress_once();
+    if (request->complete()) break;
+    uint64_t now = now_ns();
+    if (made) {
+      last_progress = now;
+      continue;
+    }
+    if (now - last_progress < spin_ns) continue;
+    // Idle: sleep until the transport has events (bounded, so deadlines are checked).
+    sleep_for_events(request->deadline_.remaining_ms(100));
+    last_progress = now_ns();
+  }
+  if (waiters_.fetch_sub(1) == 1 && thread_.joinable()) done_cv_.notify_all();
+  if (request->status() != kOk) restore_last_error(request->detail_);
+  return request->status();
+}
+
+Status ProgressEngine::test(const RequestPtr &request, bool *done) {
+  if (!request->complete()) progress_once();
+  *done = request->complete();
+  if (*done && request->status() != kOk) restore_last_error(request->detail_);
+  return *done ? request->status() : kOk;
+}
+
+void ProgressEngine::abort_all(Status status) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (auto &req : active_) {
+    if (!req->aborted_) {
+      req->aborted_ = true;
+      req->detail_ = last_error();
+      req->schedule().abort(status);
+    }
+  }
+}
+
+void ProgressEngine::thread_main() {
+  set_log_rank(rank_);
+  if (thread_init_) thread_init_();
+  uint64_t spin_ns = static_cast<uint64_t>(knob_spin_us.get()) * 1000;
+  uint64_t last_progress = now_ns();
+  while (!stop_.load()) {
+    if (waiters_.load() > 0) {
+      // A caller is progressing inside wait(): stand back until it is done.
+      std::unique_lock<std::mutex> lock(mutex_);
+      done_cv_.wait_for(lock, std::chrono::milliseconds(5),
+                        [this] { return stop_.load() || waiters_.load() == 0; });
+      last_progress = now_ns();
+      continue;
+    }
+    if (progress_once()) {
+      last_progress = now_ns();
+      continue;
+    }
+    if (now_ns() - last_progress < spin_ns) continue;
+    sleep_for_events(100);
+    last_progress = now_ns();
+  }
+}
+
+}  // namespace quorum

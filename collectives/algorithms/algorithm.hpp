@@ -1,0 +1,123 @@
+// algorithm.hpp: what an algorithm is (a function that fills a Schedule) and
+// the Builder it uses to add send/recv/reduce/copy tasks with the right tags.
+//
+// Tag layout (kTagBits = 44): [kind:4][sequence:28][step:12]. Every rank calls
+// collectives in the same order, so the per-communicator sequence number
+// matches across ranks; steps wrap at 4096, which is safe because messages of
+// one (source, tag) are matched in order.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "collectives/scratch_pool.hpp"
+#include "quorum/quorum.h"
+#include "runtime/progress/schedule.hpp"
+#include "transports/transport.hpp"
+
+namespace quorum {
+
+enum class CollKind : uint8_t {
+  Allreduce = 1,
+  Bcast = 2,
+  Barrier = 3,
+  Allgather = 4,
+  ReduceScatter = 5,
+  Signature = 6,       // the mismatch check in front of a collective
+  PartialControl = 7,  // partial collectives: activations
+  PartialData = 8,     // partial collectives: data phase
+};
+const char *coll_kind_name(CollKind kind);
+
+constexpr int kTagStepBits = 12;
+constexpr int kTagSeqBits = 28;
+inline uint64_t make_tag(CollKind kind, uint64_t seq, uint64_t step) {
+  return (uint64_t(kind) << (kTagSeqBits + kTagStepBits)) |
+         ((seq & ((uint64_t{1} << kTagSeqBits) - 1)) << kTagStepBits) |
+         (step & ((uint64_t{1} << kTagStepBits) - 1));
+}
+
+// The arguments of one collective call, already validated.
+struct CollArgs {
+  CollKind kind = CollKind::Allreduce;
+  const void *send = nullptr;  // == recv for in place
+  void *recv = nullptr;
+  size_t count = 0;  // allreduce: elements; reduce-scatter: elements per rank;
+                     // bcast: bytes; allgather: bytes per rank
+  quorum_dtype_t dtype = QUORUM_FLOAT32;
+  quorum_op_t op = QUORUM_SUM;
+  int root = 0;
+};
+
+class Builder {
+ public:
+  Builder(Schedule &schedule, Transport *transport, int rank, int size, CollKind kind, uint64_t seq,
+          ScratchPool &scratch)
+      : s_(schedule),
+        t_(transport),
+        rank_(rank),
+        size_(size),
+        kind_(kind),
+        seq_(seq),
+        scratch_(scratch) {}
+
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  uint64_t tag(int step) const { return make_tag(kind_, seq_, static_cast<uint64_t>(step)); }
+
+  // Tasks added without dependencies depend on these (e.g. the signature check).
+  void set_entry(std::vector<TaskId> deps) { entry_ = std::move(deps); }
+
+  TaskId send(int peer, int step, const void *buf, size_t bytes, std::vector<TaskId> deps = {});
+  TaskId recv(int peer, int step, void *buf, size_t bytes, std::vector<TaskId> deps = {});
+  TaskId reduce(void *out, const void *a, const void *b, size_t count, quorum_dtype_t dtype,
+                quorum_op_t op, std::vector<TaskId> deps = {});
+  TaskId copy(void *dst, const void *src, size_t bytes, std::vector<TaskId> deps = {});
+  TaskId scale(void *buf, size_t count, quorum_dtype_t dtype, int nranks,
+               std::vector<TaskId> deps = {});
+  TaskId nop(std::vector<TaskId> deps = {}, Schedule::Join join = Schedule::Join::All);
+  TaskId add(std::unique_ptr<Task> task, std::vector<TaskId> deps = {},
+             Schedule::Join join = Schedule::Join::All);
+
+  // A scratch buffer that lives until the collective completes.
+  uint8_t *scratch(size_t bytes);
+  std::vector<ScratchPool::Lease> take_leases() { return std::move(leases_); }
+
+  Schedule &schedule() { return s_; }
+  Transport *transport() { return t_; }
+  ScratchPool &scratch_pool() { return scratch_; }
+
+ private:
+  std::vector<TaskId> deps_or_entry(std::vector<TaskId> deps) const {
+    return deps.empty() ? entry_ : deps;
+  }
+  Schedule &s_;
+  Transport *t_;
+  int rank_;
+  int size_;
+  CollKind kind_;
+  uint64_t seq_;
+  ScratchPool &scratch_;
+  std::vector<TaskId> entry_;
+  std::vector<ScratchPool::Lease> leases_;
+};
+
+// Builds the tasks of one collective; returns the id of its last task.
+using BuildFn = std::function<Status(Builder &, const CollArgs &, TaskId *last)>;
+
+struct AlgorithmInfo {
+  CollKind kind;
+  const char *name;
+  const char *summary;  // steps and bytes on the wire
+  BuildFn build;
+};
+
+// Every algorithm, registered in algorithms/table.cpp.
+const std::vector<AlgorithmInfo> &algorithm_table();
+// The algorithm for this call: the knob QUORUM_<KIND>_ALGO if set, else the
+// default rule on message size and number of ranks.
+Status select_algorithm(const CollArgs &args, int size, const AlgorithmInfo **out);
+
+}  // namespace quorum

@@ -1,0 +1,17 @@
+// algorithms.hpp: the build functions of every algorithm (one file each).
+#pragma once
+
+#include "collectives/algorithms/algorithm.hpp"
+
+namespace quorum {
+
+Status build_allreduce_recursive_doubling(Builder &b, const CollArgs &a, TaskId *last);
+Status build_allreduce_ring(Builder &b, const CollArgs &a, TaskId *last);
+Status build_allreduce_rabenseifner(Builder &b, const CollArgs &a, TaskId *last);
+Status build_bcast_binomial(Builder &b, const CollArgs &a, TaskId *last);
+Status build_bcast_scatter_allgather(Builder &b, const CollArgs &a, TaskId *last);
+Status build_barrier_dissemination(Builder &b, const CollArgs &a, TaskId *last);
+Status build_allgather_ring(Builder &b, const CollArgs &a, TaskId *last);
+Status build_reduce_scatter_ring(Builder &b, const CollArgs &a, TaskId *last);
+
+}  // namespace quorum

@@ -1,0 +1,64 @@
+// builder.cpp: adding leaf tasks to a collective's schedule.
+#include "collectives/algorithms/algorithm.hpp"
+#include "collectives/tasks.hpp"
+
+namespace quorum {
+
+const char *coll_kind_name(CollKind kind) {
+  switch (kind) {
+    case CollKind::Allreduce:
+      return "allreduce";
+    case CollKind::Bcast:
+      return "bcast";
+    case CollKind::Barrier:
+      return "barrier";
+    case CollKind::Allgather:
+      return "allgather";
+    case CollKind::ReduceScatter:
+      return "reduce_scatter";
+    case CollKind::Signature:
+      return "signature";
+    case CollKind::PartialControl:
+      return "partial_control";
+    case CollKind::PartialData:
+      return "partial_data";
+  }
+  return "unknown";
+}
+
+TaskId Builder::add(std::unique_ptr<Task> task, std::vector<TaskId> deps, Schedule::Join join) {
+  return s_.add(std::move(task), deps_or_entry(std::move(deps)), join);
+}
+
+TaskId Builder::send(int peer, int step, const void *buf, size_t bytes, std::vector<TaskId> deps) {
+  return add(std::make_unique<SendTask>(t_, peer, tag(step), buf, bytes), std::move(deps));
+}
+
+TaskId Builder::recv(int peer, int step, void *buf, size_t bytes, std::vector<TaskId> deps) {
+  return add(std::make_unique<RecvTask>(t_, peer, tag(step), buf, bytes), std::move(deps));
+}
+
+TaskId Builder::reduce(void *out, const void *a, const void *b, size_t count, quorum_dtype_t dtype,
+                       quorum_op_t op, std::vector<TaskId> deps) {
+  return add(std::make_unique<ReduceTask>(out, a, b, count, dtype, op), std::move(deps));
+}
+
+TaskId Builder::copy(void *dst, const void *src, size_t bytes, std::vector<TaskId> deps) {
+  return add(std::make_unique<CopyTask>(dst, src, bytes), std::move(deps));
+}
+
+TaskId Builder::scale(void *buf, size_t count, quorum_dtype_t dtype, int nranks,
+                      std::vector<TaskId> deps) {
+  return add(std::make_unique<ScaleTask>(buf, count, dtype, nranks), std::move(deps));
+}
+
+TaskId Builder::nop(std::vector<TaskId> deps, Schedule::Join join) {
+  return add(std::make_unique<NopTask>(), std::move(deps), join);
+}
+
+uint8_t *Builder::scratch(size_t bytes) {
+  leases_.push_back(scratch_.acquire(bytes));
+  return leases_.back().data();
+}
+
+}  // namespace quorum

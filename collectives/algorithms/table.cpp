@@ -1,0 +1,141 @@
+// table.cpp: the algorithm table and the default selection rule.
+//
+// Defaults: allreduce uses recursive doubling up to QUORUM_ALLREDUCE_SMALL_BYTES
+// (latency: log2 P steps) and the pipelined ring above (bandwidth: 2(P-1)/P n
+// bytes per rank). Each collective's choice can be forced with its knob.
+#include <atomic>
+
+#include "collectives/algorithms/algorithms.hpp"
+#include "collectives/reduce/reduce_kernels.hpp"
+#include "runtime/knobs.hpp"
+#include "runtime/log.hpp"
+
+namespace quorum {
+
+Knob<std::string> knob_allreduce_algo(
+    "QUORUM_ALLREDUCE_ALGO", "auto",
+    "Allreduce algorithm: auto, recursive_doubling, rabenseifner or ring",
+    {"auto", "recursive_doubling", "rabenseifner", "ring"});
+Knob<int64_t> knob_allreduce_small_bytes("QUORUM_ALLREDUCE_SMALL_BYTES", 32768,
+                                         "Allreduce under auto: messages up to this size use "
+                                         "recursive doubling");
+Knob<int64_t> knob_allreduce_large_bytes("QUORUM_ALLREDUCE_LARGE_BYTES", 262144,
+                                         "Allreduce under auto: messages from this size use the "
+                                         "pipelined ring; between the two thresholds Rabenseifner");
+Knob<std::string> knob_bcast_algo("QUORUM_BCAST_ALGO", "auto",
+                                  "Broadcast algorithm: auto, binomial or scatter_allgather",
+                                  {"auto", "binomial", "scatter_allgather"});
+Knob<int64_t> knob_bcast_large_bytes("QUORUM_BCAST_LARGE_BYTES", 1 << 20,
+                                     "Broadcast under auto: messages from this size (on more "
+                                     "than 2 ranks) use scatter + ring allgather");
+Knob<std::string> knob_barrier_algo("QUORUM_BARRIER_ALGO", "auto",
+                                    "Barrier algorithm: auto or dissemination",
+                                    {"auto", "dissemination"});
+Knob<std::string> knob_allgather_algo("QUORUM_ALLGATHER_ALGO", "auto",
+                                      "Allgather algorithm: auto or ring", {"auto", "ring"});
+Knob<std::string> knob_reduce_scatter_algo("QUORUM_REDUCE_SCATTER_ALGO", "auto",
+                                           "Reduce-scatter algorithm: auto or ring",
+                                           {"auto", "ring"});
+
+const std::vector<AlgorithmInfo> &algorithm_table() {
+  static const std::vector<AlgorithmInfo> table = {
+      {CollKind::Allreduce, "recursive_doubling",
+       "log2(P) exchange steps of n bytes (+2 fold steps if P is not a power of two)",
+       build_allreduce_recursive_doubling},
+      {CollKind::Allreduce, "ring",
+       "2(P-1) steps, 2(P-1)/P n bytes sent per rank, pipelined in chunks", build_allreduce_ring},
+      {CollKind::Allreduce, "rabenseifner",
+       "2 log2(P') steps (recursive halving + doubling), about 2(P'-1)/P' n bytes per rank",
+       build_allreduce_rabenseifner},
+      {CollKind::Bcast, "binomial", "ceil(log2 P) steps, chunked pipeline along the tree",
+       build_bcast_binomial},
+      {CollKind::Bcast, "scatter_allgather",
+       "scatter from the root then ring allgather: 2(P-1)/P n bytes per rank",
+       build_bcast_scatter_allgather},
+      {CollKind::Barrier, "dissemination", "ceil(log2 P) steps of empty messages",
+       build_barrier_dissemination},
+      {CollKind::Allgather, "ring", "P-1 steps of n bytes", build_allgather_ring},
+      {CollKind::ReduceScatter, "ring", "P-1 steps of n bytes, reduce on receive",
+       build_reduce_scatter_ring},
+  };
+  return table;
+}
+
+namespace {
+
+const AlgorithmInfo *find(CollKind kind, const std::string &name) {
+  for (const auto &a : algorithm_table()) {
+    if (a.kind == kind && name == a.name) return &a;
+  }
+  return nullptr;
+}
+
+std::string default_choice(const CollArgs &args, int size) {
+  switch (args.kind) {
+    case CollKind::Allreduce: {
+      size_t bytes = args.count * dtype_size(args.dtype);
+      if (bytes <= static_cast<size_t>(knob_allreduce_small_bytes.get()) ||
+          args.count < static_cast<size_t>(size)) {
+        return "recursive_doubling";
+      }
+      return bytes < static_cast<size_t>(knob_allreduce_large_bytes.get()) ? "rabenseifner"
+                                                                           : "ring";
+    }
+    case CollKind::Bcast:
+      return size > 2 && args.count >= static_cast<size_t>(knob_bcast_large_bytes.get())
+                 ? "scatter_allgather"
+                 : "binomial";
+    case CollKind::Barrier:
+      return "dissemination";
+    case CollKind::Allgather:
+      return "ring";
+    case CollKind::ReduceScatter:
+      return "ring";
+    default:
+      return "";
+  }
+}
+
+Knob<std::string> *knob_for(CollKind kind) {
+  switch (kind) {
+    case CollKind::Allreduce:
+      return &knob_allreduce_algo;
+    case CollKind::Bcast:
+      return &knob_bcast_algo;
+    case CollKind::Barrier:
+      return &knob_barrier_algo;
+    case CollKind::Allgather:
+      return &knob_allgather_algo;
+    case CollKind::ReduceScatter:
+      return &knob_reduce_scatter_algo;
+    default:
+      return nullptr;
+  }
+}
+
+}  // namespace
+
+Status select_algorithm(const CollArgs &args, int size, const AlgorithmInfo **out) {
+  Knob<std::string> *knob = knob_for(args.kind);
+  std::string forced = knob ? knob->get() : "auto";
+  std::string name = forced == "auto" ? default_choice(args, size) : forced;
+  const AlgorithmInfo *algo = find(args.kind, name);
+  if (!algo) {
+    return fail(QUORUM_ERR_INTERNAL, "select", "no algorithm '{}' for {}", name,
+                coll_kind_name(args.kind));
+  }
+  // Log the choice at info level when it changes for this kind of collective.
+  static std::atomic<const AlgorithmInfo *> last[16];
+  auto k = static_cast<size_t>(args.kind) & 15;
+  if (last[k].exchange(algo) != algo) {
+    QLOG_INFO("select", "{} of {} B on {} ranks: {} ({})", coll_kind_name(args.kind),
+              args.kind == CollKind::Allreduce || args.kind == CollKind::ReduceScatter
+                  ? args.count * dtype_size(args.dtype)
+                  : args.count,
+              size, algo->name, forced == "auto" ? "default rule" : "forced by knob");
+  }
+  *out = algo;
+  return kOk;
+}
+
+}  // namespace quorum

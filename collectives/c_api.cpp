@@ -1,0 +1,145 @@
+// c_api.cpp: the C API (include/quorum/quorum.h) over the C++ communicator.
+#include <cstring>
+#include <new>
+
+#include "collectives/communicator.hpp"
+#include "collectives/reduce/reduce_kernels.hpp"
+#include "runtime/log.hpp"
+
+using quorum::Communicator;
+using quorum::fail;
+using quorum::RequestPtr;
+using quorum::Status;
+
+struct quorum_comm {
+  std::unique_ptr<Communicator> comm;
+};
+
+struct quorum_request {
+  Communicator *comm;
+  RequestPtr req;
+};
+
+namespace {
+
+#define CHECK_COMM(c)                                                                \
+  do {                                                                               \
+    if ((c) == nullptr || !(c)->comm) {                                              \
+      return fail(QUORUM_ERR_INVALID_ARG, "api", "{}: NULL communicator", __func__); \
+    }                                                                                \
+  } while (0)
+
+Status make_comm(std::unique_ptr<quorum::Bootstrap> bootstrap, quorum_comm_t *out) {
+  std::unique_ptr<Communicator> comm;
+  QUORUM_CHECK(Communicator::create(std::move(bootstrap), &comm));
+  auto *c = new (std::nothrow) quorum_comm;
+  if (!c) return fail(QUORUM_ERR_NO_MEMORY, "api", "communicator handle");
+  c->comm = std::move(comm);
+  *out = c;
+  return QUORUM_OK;
+}
+
+}  // namespace
+
+extern "C" {
+
+const char *quorum_version(void) {
+  return "0.1.0";
+}
+
+quorum_status_t quorum_init(quorum_comm_t *comm) {
+  if (!comm) return fail(QUORUM_ERR_INVALID_ARG, "api", "quorum_init: NULL output pointer");
+  *comm = nullptr;
+  std::unique_ptr<quorum::Bootstrap> bootstrap;
+  QUORUM_CHECK(quorum::bootstrap_from_environment(&bootstrap));
+  return make_comm(std::move(bootstrap), comm);
+}
+
+quorum_status_t quorum_init_oob(const quorum_oob_t *oob, quorum_comm_t *comm) {
+  if (!comm) return fail(QUORUM_ERR_INVALID_ARG, "api", "quorum_init_oob: NULL output pointer");
+  *comm = nullptr;
+  std::unique_ptr<quorum::Bootstrap> bootstrap;
+  QUORUM_CHECK(quorum::make_oob_bootstrap(oob, &bootstrap));
+  return make_comm(std::move(bootstrap), comm);
+}
+
+quorum_status_t quorum_finalize(quorum_comm_t comm) {
+  CHECK_COMM(comm);
+  Status s = comm->comm->finalize();
+  delete comm;
+  return s;
+}
+
+int quorum_comm_rank(quorum_comm_t comm) {
+  return comm && comm->comm ? comm->comm->rank() : -1;
+}
+int quorum_comm_size(quorum_comm_t comm) {
+  return comm && comm->comm ? comm->comm->size() : -1;
+}
+const char *quorum_comm_transport(quorum_comm_t comm) {
+  return comm && comm->comm ? comm->comm->transport_name() : "none";
+}
+
+const char *quorum_strerror(quorum_status_t status) {
+  return quorum::status_text(status);
+}
+const char *quorum_last_error(void) {
+  return quorum::last_error();
+}
+
+quorum_status_t quorum_allreduce(quorum_comm_t comm, const void *send, void *recv, size_t count,
+                                 quorum_dtype_t dtype, quorum_op_t op) {
+  CHECK_COMM(comm);
+  return comm->comm->allreduce(send, recv, count, dtype, op);
+}
+
+quorum_status_t quorum_iallreduce(quorum_comm_t comm, const void *send, void *recv, size_t count,
+                                  quorum_dtype_t dtype, quorum_op_t op, quorum_request_t *req) {
+  CHECK_COMM(comm);
+  if (!req) return fail(QUORUM_ERR_INVALID_ARG, "api", "quorum_iallreduce: NULL request pointer");
+  *req = nullptr;
+  RequestPtr r;
+  QUORUM_CHECK(comm->comm->iallreduce(send, recv, count, dtype, op, &r));
+  *req = new quorum_request{comm->comm.get(), std::move(r)};
+  return QUORUM_OK;
+}
+
+quorum_status_t quorum_test(quorum_request_t req, int *done) {
+  if (!req || !done) return fail(QUORUM_ERR_INVALID_ARG, "api", "quorum_test: NULL argument");
+  bool finished = false;
+  Status s = req->comm->test(req->req, &finished);
+  *done = finished ? 1 : 0;
+  if (finished) delete req;
+  return s;
+}
+
+quorum_status_t quorum_wait(quorum_request_t req) {
+  if (!req) return fail(QUORUM_ERR_INVALID_ARG, "api", "quorum_wait: NULL request");
+  Status s = req->comm->wait(req->req);
+  delete req;
+  return s;
+}
+
+quorum_status_t quorum_bcast(quorum_comm_t comm, void *buf, size_t bytes, int root) {
+  CHECK_COMM(comm);
+  return comm->comm->bcast(buf, bytes, root);
+}
+
+quorum_status_t quorum_barrier(quorum_comm_t comm) {
+  CHECK_COMM(comm);
+  return comm->comm->barrier();
+}
+
+quorum_status_t quorum_allgather(quorum_comm_t comm, const void *send, void *recv,
+                                 size_t bytes_per_rank) {
+  CHECK_COMM(comm);
+  return comm->comm->allgather(send, recv, bytes_per_rank);
+}
+
+quorum_status_t quorum_reduce_scatter(quorum_comm_t comm, const void *send, void *recv,
+                                      size_t count_per_rank, quorum_dtype_t dtype, quorum_op_t op) {
+  CHECK_COMM(comm);
+  return comm->comm->reduce_scatter(send, recv, count_per_rank, dtype, op);
+}
+
+}  // extern "C"

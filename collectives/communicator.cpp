@@ -1,0 +1,259 @@
+// communicator.cpp: creation, finalisation and the collective entry points.
+#include "collectives/communicator.hpp"
+
+#include <cstring>
+
+#include "collectives/device_staging.hpp"
+#include "collectives/reduce/reduce_kernels.hpp"
+#include "collectives/signature.hpp"
+#include "runtime/knobs.hpp"
+#include "runtime/log.hpp"
+#include "runtime/memory.hpp"
+
+namespace quorum {
+
+Knob<bool> knob_signature_check("QUORUM_SIGNATURE_CHECK", QUORUM_SIGNATURE_CHECK_DEFAULT != 0,
+                                "Check before each collective that every rank called the same "
+                                "collective with the same count, dtype, op and root (one extra "
+                                "log2(P)-step exchange; on by default in debug builds)");
+
+Status validate_reduction(const char *what, const void *send, const void *recv, size_t count,
+                          quorum_dtype_t dtype, quorum_op_t op) {
+  if (!valid_dtype(dtype)) {
+    return fail(QUORUM_ERR_INVALID_ARG, "api", "{}: unknown dtype {}", what,
+                static_cast<int>(dtype));
+  }
+  if (!valid_op(op)) {
+    return fail(QUORUM_ERR_INVALID_ARG, "api", "{}: unknown op {}", what, static_cast<int>(op));
+  }
+  if (count > 0 && (send == nullptr || recv == nullptr)) {
+    return fail(QUORUM_ERR_INVALID_ARG, "api", "{}: NULL {} buffer with count {}", what,
+                send == nullptr ? "send" : "receive", count);
+  }
+  if (count > (SIZE_MAX / 64) / dtype_size(dtype)) {
+    return fail(QUORUM_ERR_INVALID_ARG, "api", "{}: count {} is too large", what, count);
+  }
+  return kOk;
+}
+
+Status Communicator::create(std::unique_ptr<Bootstrap> bootstrap,
+                            std::unique_ptr<Communicator> *out, const CommOptions &options) {
+  if (!bootstrap) return fail(QUORUM_ERR_INVALID_ARG, "comm", "no bootstrap");
+  QUORUM_CHECK(validate_knobs());
+  std::unique_ptr<Communicator> comm(new Communicator());
+  comm->rank_ = bootstrap->rank();
+  comm->size_ = bootstrap->size();
+  if (std::string(bootstrap->name()) == "threads") {
+    set_log_rank(comm->rank_);
+  } else {
+    set_log_rank_default(comm->rank_);
+  }
+  comm->bootstrap_ = std::move(bootstrap);
+  comm->signature_check_ = knob_signature_check.get();
+  comm->progress_mode_ =
+      options.progress_thread.empty() ? knob_progress_thread.get() : options.progress_thread;
+  std::vector<HostIdentity> hosts(static_cast<size_t>(comm->size_));
+  HostIdentity me = local_host_identity();
+  QUORUM_CHECK(comm->bootstrap_->allgather(&me, hosts.data(), sizeof(HostIdentity)));
+  comm->layout_ = host_layout(hosts, comm->rank_);
+  if (comm->size_ > 1) {
+    QUORUM_CHECK(create_transport(options.transport, *comm->bootstrap_, &comm->transport_));
+    Status s = comm->transport_->init(*comm->bootstrap_);
+    if (s != kOk) return s;
+    Transport *t = comm->transport_.get();
+    ProgressSource src{[t] { return t->progress(); }, [t] { return t->event_fd(); },
+                       [t] { return t->arm(); }};
+    comm->engine_ = std::make_unique<ProgressEngine>(std::move(src), comm->rank_);
+  } else {
+    comm->engine_ = std::make_unique<ProgressEngine>(ProgressSource{}, comm->rank_);
+  }
+  int local_rank = comm->layout_.local_rank;
+  comm->engine_->set_thread_init([local_rank] { bind_progress_thread(local_rank); });
+  if (comm->progress_mode_ == "on") comm->engine_->start_thread();
+  QLOG_INFO("comm",
+            "rank {} of {} over {} (bootstrap {}, progress thread {}; host {} of {}, local rank "
+            "{} of {})",
+            comm->rank_, comm->size_, comm->transport_description(), comm->bootstrap_->name(),
+            comm->progress_mode_, comm->layout_.host_index, comm->layout_.leaders.size(),
+            comm->layout_.local_rank, comm->layout_.local.size());
+  *out = std::move(comm);
+  return kOk;
+}
+
+Communicator::~Communicator() {
+  if (!finalized_) finalize(true);
+}
+
+std::string Communicator::transport_description() const {
+  return transport_ ? transport_->description() : "self (single rank)";
+}
+
+void Communicator::want_progress_thread() {
+  if (progress_mode_ == "auto" && size_ > 1) engine_->start_thread();
+}
+
+Status Communicator::finalize(bool force) {
+  if (finalized_) return kOk;
+  finalized_ = true;
+  if (engine_) engine_->stop_thread();
+  Status s = kOk;
+  if (transport_ && engine_) s = transport_->shutdown(*bootstrap_);
+  (void)force;
+  return s;
+}
+
+Status Communicator::run_local(const CollArgs &a) {
+  size_t bytes = 0;
+  switch (a.kind) {
+    case CollKind::Allreduce:
+    case CollKind::ReduceScatter:
+      bytes = a.count * dtype_size(a.dtype);
+      break;
+    case CollKind::Allgather:
+      bytes = a.count;
+      break;
+    default:
+      return kOk;
+  }
+  if (bytes == 0 || a.send == a.recv) return kOk;
+  if (cuda_available() &&
+      (buffer_kind(a.send) == BufferKind::Device || buffer_kind(a.recv) == BufferKind::Device)) {
+    return device_copy(a.recv, a.send, bytes);
+  }
+  std::memmove(a.recv, a.send, bytes);
+  return kOk;
+}
+
+Status Communicator::start(const CollArgs &args_in, RequestPtr *req, bool blocking) {
+  if (finalized_) return fail(QUORUM_ERR_INVALID_ARG, "comm", "communicator is finalized");
+  CollArgs args = args_in;
+  if (size_ == 1) {
+    Status s = run_local(args);
+    auto sched = std::make_unique<Schedule>(coll_kind_name(args.kind));
+    *req =
+        std::make_shared<Request>(std::move(sched), Deadline::never(), coll_kind_name(args.kind));
+    engine_->submit(*req);
+    return s;
+  }
+  if (!blocking) want_progress_thread();
+  uint64_t seq = next_sequence();
+  const AlgorithmInfo *algo = nullptr;
+  QUORUM_CHECK(select_algorithm(args, size_, &algo));
+  std::string what = fmt::format("{} #{} ({}, count {}, {}, {})", coll_kind_name(args.kind), seq,
+                                 algo->name, args.count, dtype_name(args.dtype), op_name(args.op));
+  QLOG_DEBUG("coll", "start {}", what);
+  auto sched = std::make_unique<Schedule>(what);
+  Builder b(*sched, transport_.get(), rank_, size_, args.kind, seq, scratch_);
+  StagingPlan staging;
+  QUORUM_CHECK(stage_device_buffers(b, &args, transport_.get(), &staging));
+  if (signature_check_) {
+    TaskId checked;
+    QUORUM_CHECK(add_signature_check(b, args, seq, &checked));
+    b.set_entry({checked});
+  }
+  TaskId last = -1;
+  QUORUM_CHECK(algo->build(b, args, &last));
+  finish_device_staging(b, staging, last);
+  auto request =
+      std::make_shared<Request>(std::move(sched), Deadline::after_ms(knob_timeout_ms.get()), what);
+  auto leases = std::make_shared<std::vector<ScratchPool::Lease>>(b.take_leases());
+  request->on_complete = [leases](Status) mutable { leases->clear(); };
+  engine_->submit(request);
+  *req = std::move(request);
+  return kOk;
+}
+
+Status Communicator::wait(const RequestPtr &req) {
+  if (!req) return fail(QUORUM_ERR_INVALID_ARG, "api", "wait on a NULL request");
+  return engine_->wait(req);
+}
+
+Status Communicator::test(const RequestPtr &req, bool *done) {
+  if (!req || !done) return fail(QUORUM_ERR_INVALID_ARG, "api", "test on a NULL request");
+  return engine_->test(req, done);
+}
+
+Status Communicator::iallreduce(const void *send, void *recv, size_t count, quorum_dtype_t dtype,
+                                quorum_op_t op, RequestPtr *req) {
+  if (send == QUORUM_IN_PLACE) send = recv;
+  QUORUM_CHECK(validate_reduction("allreduce", send, recv, count, dtype, op));
+  CollArgs a{CollKind::Allreduce, send, recv, count, dtype, op, 0};
+  return start(a, req, false);
+}
+
+Status Communicator::ibcast(void *buf, size_t bytes, int root, RequestPtr *req) {
+  if (root < 0 || root >= size_) {
+    return fail(QUORUM_ERR_INVALID_ARG, "api", "bcast: root {} outside [0, {})", root, size_);
+  }
+  if (bytes > 0 && buf == nullptr) return fail(QUORUM_ERR_INVALID_ARG, "api", "bcast: NULL buffer");
+  CollArgs a{CollKind::Bcast, buf, buf, bytes, QUORUM_FLOAT32, QUORUM_SUM, root};
+  return start(a, req, false);
+}
+
+Status Communicator::ibarrier(RequestPtr *req) {
+  CollArgs a{CollKind::Barrier, nullptr, nullptr, 0, QUORUM_FLOAT32, QUORUM_SUM, 0};
+  return start(a, req, false);
+}
+
+Status Communicator::iallgather(const void *send, void *recv, size_t bytes_per_rank,
+                                RequestPtr *req) {
+  if (bytes_per_rank > 0 && (recv == nullptr || send == nullptr)) {
+    return fail(QUORUM_ERR_INVALID_ARG, "api", "allgather: NULL buffer");
+  }
+  if (send == QUORUM_IN_PLACE) send = static_cast<uint8_t *>(recv) + bytes_per_rank * rank_;
+  CollArgs a{CollKind::Allgather, send, recv, bytes_per_rank, QUORUM_FLOAT32, QUORUM_SUM, 0};
+  return start(a, req, false);
+}
+
+Status Communicator::ireduce_scatter(const void *send, void *recv, size_t count_per_rank,
+                                     quorum_dtype_t dtype, quorum_op_t op, RequestPtr *req) {
+  QUORUM_CHECK(validate_reduction("reduce_scatter", send == QUORUM_IN_PLACE ? recv : send, recv,
+                                  count_per_rank, dtype, op));
+  if (send == QUORUM_IN_PLACE) {
+    // In place: recv holds all P blocks on entry; this rank's block ends up at its start.
+    send = recv;
+  }
+  CollArgs a{CollKind::ReduceScatter, send, recv, count_per_rank, dtype, op, 0};
+  return start(a, req, false);
+}
+
+namespace {
+template <typename F>
+Status run_blocking(Communicator &c, F &&start) {
+  RequestPtr req;
+  QUORUM_CHECK(start(&req));
+  return c.wait(req);
+}
+}  // namespace
+
+Status Communicator::allreduce(const void *send, void *recv, size_t count, quorum_dtype_t dtype,
+                               quorum_op_t op) {
+  if (send == QUORUM_IN_PLACE) send = recv;
+  QUORUM_CHECK(validate_reduction("allreduce", send, recv, count, dtype, op));
+  CollArgs a{CollKind::Allreduce, send, recv, count, dtype, op, 0};
+  RequestPtr req;
+  QUORUM_CHECK(start(a, &req, true));
+  return wait(req);
+}
+
+Status Communicator::bcast(void *buf, size_t bytes, int root) {
+  return run_blocking(*this, [&](RequestPtr *r) { return ibcast(buf, bytes, root, r); });
+}
+
+Status Communicator::barrier() {
+  return run_blocking(*this, [&](RequestPtr *r) { return ibarrier(r); });
+}
+
+Status Communicator::allgather(const void *send, void *recv, size_t bytes_per_rank) {
+  return run_blocking(*this,
+                      [&](RequestPtr *r) { return iallgather(send, recv, bytes_per_rank, r); });
+}
+
+Status Communicator::reduce_scatter(const void *send, void *recv, size_t count_per_rank,
+                                    quorum_dtype_t dtype, quorum_op_t op) {
+  return run_blocking(*this, [&](RequestPtr *r) {
+    return ireduce_scatter(send, recv, count_per_rank, dtype, op, r);
+  });
+}
+
+}  // namespace quorum

@@ -1,0 +1,103 @@
+// communicator.hpp: a group of ranks connected by one transport, with its
+// progress engine and scratch pool; the collectives' entry points.
+//
+// A collective call validates its arguments, builds a Schedule from the
+// selected algorithm (behind an optional signature check that detects
+// mismatched calls), and hands it to the progress engine as a Request.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <string>
+
+#include "collectives/algorithms/algorithm.hpp"
+#include "collectives/scratch_pool.hpp"
+#include "runtime/bootstrap/bootstrap.hpp"
+#include "runtime/progress/engine.hpp"
+#include "runtime/topology.hpp"
+#include "transports/transport.hpp"
+
+namespace quorum {
+
+struct CommOptions {
+  std::string transport;        // "" = QUORUM_TRANSPORT
+  std::string progress_thread;  // "" = QUORUM_PROGRESS_THREAD (auto|on|off)
+};
+
+class Communicator {
+ public:
+  static Status create(std::unique_ptr<Bootstrap> bootstrap, std::unique_ptr<Communicator> *out,
+                       const CommOptions &options = {});
+  ~Communicator();
+  Communicator(const Communicator &) = delete;
+  Communicator &operator=(const Communicator &) = delete;
+
+  // Waits for nothing: fails with INVALID_ARG if requests are still in flight
+  // (unless force), else closes the transport (a barrier with the peers).
+  Status finalize(bool force = false);
+
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  const char *transport_name() const { return transport_ ? transport_->name() : "self"; }
+  std::string transport_description() const;
+  Transport *transport() { return transport_.get(); }
+  Bootstrap &bootstrap() { return *bootstrap_; }
+  ProgressEngine &engine() { return *engine_; }
+  ScratchPool &scratch() { return scratch_; }
+  // Which ranks share this rank's host (hierarchical algorithms, binding).
+  const HostLayout &layout() const { return layout_; }
+
+  // Non-blocking collectives: *req completes through wait()/test().
+  Status iallreduce(const void *send, void *recv, size_t count, quorum_dtype_t dtype,
+                    quorum_op_t op, RequestPtr *req);
+  Status ibcast(void *buf, size_t bytes, int root, RequestPtr *req);
+  Status ibarrier(RequestPtr *req);
+  Status iallgather(const void *send, void *recv, size_t bytes_per_rank, RequestPtr *req);
+  Status ireduce_scatter(const void *send, void *recv, size_t count_per_rank, quorum_dtype_t dtype,
+                         quorum_op_t op, RequestPtr *req);
+
+  Status allreduce(const void *send, void *recv, size_t count, quorum_dtype_t dtype,
+                   quorum_op_t op);
+  Status bcast(void *buf, size_t bytes, int root);
+  Status barrier();
+  Status allgather(const void *send, void *recv, size_t bytes_per_rank);
+  Status reduce_scatter(const void *send, void *recv, size_t count_per_rank, quorum_dtype_t dtype,
+                        quorum_op_t op);
+
+  Status wait(const RequestPtr &req);
+  Status test(const RequestPtr &req, bool *done);
+
+  // Starts the progress thread unless QUORUM_PROGRESS_THREAD=off.
+  void want_progress_thread();
+  // Sequence numbers of ordinary collectives (same order on every rank).
+  uint64_t next_sequence() { return next_seq_++; }
+  // A fresh id for a persistent object (partial collective), same on every rank.
+  uint64_t next_object_id() { return next_object_id_++; }
+  bool signature_check() const { return signature_check_; }
+
+  // Starts a validated collective (used by the entry points above).
+  Status start(const CollArgs &args, RequestPtr *req, bool blocking);
+
+ private:
+  Communicator() = default;
+  Status run_local(const CollArgs &args);
+
+  int rank_ = 0;
+  int size_ = 1;
+  std::unique_ptr<Bootstrap> bootstrap_;
+  std::unique_ptr<Transport> transport_;
+  std::unique_ptr<ProgressEngine> engine_;
+  ScratchPool scratch_;
+  HostLayout layout_;
+  std::string progress_mode_;
+  std::atomic<uint64_t> next_seq_{0};
+  uint64_t next_object_id_ = 0;
+  bool signature_check_ = false;
+  bool finalized_ = false;
+};
+
+// Argument checks shared by the C and C++ entry points.
+Status validate_reduction(const char *what, const void *send, const void *recv, size_t count,
+                          quorum_dtype_t dtype, quorum_op_t op);
+
+}  // namespace quorum

@@ -7,6 +7,7 @@
 
 #include "runtime/knobs.hpp"
 #include "tests/partial/partial_cases.hpp"
+#include "tests/support/knob_override.hpp"
 #include "tests/support/thread_ranks.hpp"
 #include "transports/inproc/inproc_transport.hpp"
 
@@ -16,16 +17,6 @@ namespace {
 using test::run_ranks;
 namespace cases = test::partial_cases;
 
-class KnobOverride {
- public:
-  KnobOverride(const char *name, const char *value) : knob_(find_knob(name)) {
-    knob_->set_override(std::string(value));
-  }
-  ~KnobOverride() { knob_->set_override(std::nullopt); }
-
- private:
-  KnobBase *knob_;
-};
 
 class Partial : public ::testing::TestWithParam<int> {};
 
@@ -109,7 +100,7 @@ TEST_P(Partial, SeveralObjectsAndOrdinaryCollectivesInterleaved) {
 }
 
 TEST_P(Partial, PeerFailureMidRoundIsAnErrorNotAHang) {
-  KnobOverride timeout("QUORUM_TIMEOUT_MS", "3000");
+  test::KnobOverride timeout("QUORUM_TIMEOUT_MS", "3000");
   const int p = GetParam();
   run_ranks(
       p,

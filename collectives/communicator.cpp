@@ -67,6 +67,9 @@ Status Communicator::create(std::unique_ptr<Bootstrap> bootstrap,
   } else {
     comm->engine_ = std::make_unique<ProgressEngine>(ProgressSource{}, comm->rank_);
   }
+  TopologyInfo topo;
+  int cores = query_topology(&topo) == kOk ? topo.cores : 0;
+  comm->engine_->set_spin(static_cast<int>(comm->layout_.local.size()), cores);
   int local_rank = comm->layout_.local_rank;
   comm->engine_->set_thread_init([local_rank] { bind_progress_thread(local_rank); });
   if (comm->progress_mode_ == "on") comm->engine_->start_thread();
@@ -158,7 +161,7 @@ Status Communicator::start(const CollArgs &args_in, RequestPtr *req, bool blocki
       std::make_shared<Request>(std::move(sched), Deadline::after_ms(knob_timeout_ms.get()), what);
   auto leases = std::make_shared<std::vector<ScratchPool::Lease>>(b.take_leases());
   request->on_complete = [leases](Status) mutable { leases->clear(); };
-  engine_->submit(request);
+  engine_->submit(request, blocking);
   *req = std::move(request);
   return kOk;
 }
@@ -181,32 +184,33 @@ Status Communicator::iallreduce(const void *send, void *recv, size_t count, quor
   return start(a, req, false);
 }
 
-Status Communicator::ibcast(void *buf, size_t bytes, int root, RequestPtr *req) {
+Status Communicator::ibcast(void *buf, size_t bytes, int root, RequestPtr *req, bool blocking) {
   if (root < 0 || root >= size_) {
     return fail(QUORUM_ERR_INVALID_ARG, "api", "bcast: root {} outside [0, {})", root, size_);
   }
   if (bytes > 0 && buf == nullptr) return fail(QUORUM_ERR_INVALID_ARG, "api", "bcast: NULL buffer");
   CollArgs a{CollKind::Bcast, buf, buf, bytes, QUORUM_FLOAT32, QUORUM_SUM, root};
-  return start(a, req, false);
+  return start(a, req, blocking);
 }
 
-Status Communicator::ibarrier(RequestPtr *req) {
+Status Communicator::ibarrier(RequestPtr *req, bool blocking) {
   CollArgs a{CollKind::Barrier, nullptr, nullptr, 0, QUORUM_FLOAT32, QUORUM_SUM, 0};
-  return start(a, req, false);
+  return start(a, req, blocking);
 }
 
 Status Communicator::iallgather(const void *send, void *recv, size_t bytes_per_rank,
-                                RequestPtr *req) {
+                                RequestPtr *req, bool blocking) {
   if (bytes_per_rank > 0 && (recv == nullptr || send == nullptr)) {
     return fail(QUORUM_ERR_INVALID_ARG, "api", "allgather: NULL buffer");
   }
   if (send == QUORUM_IN_PLACE) send = static_cast<uint8_t *>(recv) + bytes_per_rank * rank_;
   CollArgs a{CollKind::Allgather, send, recv, bytes_per_rank, QUORUM_FLOAT32, QUORUM_SUM, 0};
-  return start(a, req, false);
+  return start(a, req, blocking);
 }
 
 Status Communicator::ireduce_scatter(const void *send, void *recv, size_t count_per_rank,
-                                     quorum_dtype_t dtype, quorum_op_t op, RequestPtr *req) {
+                                     quorum_dtype_t dtype, quorum_op_t op, RequestPtr *req,
+                                     bool blocking) {
   QUORUM_CHECK(validate_reduction("reduce_scatter", send == QUORUM_IN_PLACE ? recv : send, recv,
                                   count_per_rank, dtype, op));
   if (send == QUORUM_IN_PLACE) {
@@ -214,7 +218,7 @@ Status Communicator::ireduce_scatter(const void *send, void *recv, size_t count_
     send = recv;
   }
   CollArgs a{CollKind::ReduceScatter, send, recv, count_per_rank, dtype, op, 0};
-  return start(a, req, false);
+  return start(a, req, blocking);
 }
 
 namespace {
@@ -237,22 +241,22 @@ Status Communicator::allreduce(const void *send, void *recv, size_t count, quoru
 }
 
 Status Communicator::bcast(void *buf, size_t bytes, int root) {
-  return run_blocking(*this, [&](RequestPtr *r) { return ibcast(buf, bytes, root, r); });
+  return run_blocking(*this, [&](RequestPtr *r) { return ibcast(buf, bytes, root, r, true); });
 }
 
 Status Communicator::barrier() {
-  return run_blocking(*this, [&](RequestPtr *r) { return ibarrier(r); });
+  return run_blocking(*this, [&](RequestPtr *r) { return ibarrier(r, true); });
 }
 
 Status Communicator::allgather(const void *send, void *recv, size_t bytes_per_rank) {
-  return run_blocking(*this,
-                      [&](RequestPtr *r) { return iallgather(send, recv, bytes_per_rank, r); });
+  return run_blocking(
+      *this, [&](RequestPtr *r) { return iallgather(send, recv, bytes_per_rank, r, true); });
 }
 
 Status Communicator::reduce_scatter(const void *send, void *recv, size_t count_per_rank,
                                     quorum_dtype_t dtype, quorum_op_t op) {
   return run_blocking(*this, [&](RequestPtr *r) {
-    return ireduce_scatter(send, recv, count_per_rank, dtype, op, r);
+    return ireduce_scatter(send, recv, count_per_rank, dtype, op, r, true);
   });
 }
 

@@ -50,11 +50,13 @@ class Communicator {
   // Non-blocking collectives: *req completes through wait()/test().
   Status iallreduce(const void *send, void *recv, size_t count, quorum_dtype_t dtype,
                     quorum_op_t op, RequestPtr *req);
-  Status ibcast(void *buf, size_t bytes, int root, RequestPtr *req);
-  Status ibarrier(RequestPtr *req);
-  Status iallgather(const void *send, void *recv, size_t bytes_per_rank, RequestPtr *req);
+  // blocking: the caller waits at once (internal: the progress thread stays asleep).
+  Status ibcast(void *buf, size_t bytes, int root, RequestPtr *req, bool blocking = false);
+  Status ibarrier(RequestPtr *req, bool blocking = false);
+  Status iallgather(const void *send, void *recv, size_t bytes_per_rank, RequestPtr *req,
+                    bool blocking = false);
   Status ireduce_scatter(const void *send, void *recv, size_t count_per_rank, quorum_dtype_t dtype,
-                         quorum_op_t op, RequestPtr *req);
+                         quorum_op_t op, RequestPtr *req, bool blocking = false);
 
   Status allreduce(const void *send, void *recv, size_t count, quorum_dtype_t dtype,
                    quorum_op_t op);

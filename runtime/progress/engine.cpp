@@ -14,9 +14,11 @@
 
 namespace quorum {
 
-Knob<int64_t> knob_spin_us("QUORUM_SPIN_US", 20,
+Knob<int64_t> knob_spin_us("QUORUM_SPIN_US", -1,
                            "Microseconds a waiter keeps polling without progress before it "
-                           "sleeps on the transport's event fd");
+                           "sleeps on the transport's event fd; -1 (auto): 200 when this host "
+                           "has a core for every local rank, else 10 (ranks share cores, so "
+                           "polling would steal time from the rank it waits for)");
 
 ProgressEngine::ProgressEngine(ProgressSource source, int rank)
     : source_(std::move(source)), rank_(rank) {
@@ -66,13 +68,20 @@ void ProgressEngine::remove_poller(int id) {
   }
 }
 
-void ProgressEngine::submit(const RequestPtr &request) {
+void ProgressEngine::set_spin(int local_ranks, int cores) {
+  int64_t us = knob_spin_us.get();
+  if (us < 0) us = (cores > 0 && local_ranks <= cores) ? 200 : 10;
+  spin_ns_ = static_cast<uint64_t>(us) * 1000;
+}
+
+void ProgressEngine::submit(const RequestPtr &request, bool caller_waits) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     active_.push_back(request);
     progress_locked();
   }
-  if (thread_.joinable() && waiters_.load() == 0) wake();
+  // A caller about to wait drives progress itself: do not wake the thread.
+  if (!caller_waits && thread_.joinable() && waiters_.load() == 0) wake();
 }
 
 bool ProgressEngine::progress_once() {
@@ -142,7 +151,7 @@ void ProgressEngine::sleep_for_events(int max_ms) {
 
 Status ProgressEngine::wait(const RequestPtr &request) {
   waiters_.fetch_add(1);
-  uint64_t spin_ns = static_cast<uint64_t>(knob_spin_us.get()) * 1000;
+  const uint64_t spin_ns = spin_ns_;
   uint64_t last_progress = now_ns();
   while (!request->complete()) {
     bool made = progress_once();
@@ -183,7 +192,7 @@ void ProgressEngine::abort_all(Status status) {
 void ProgressEngine::thread_main() {
   set_log_rank(rank_);
   if (thread_init_) thread_init_();
-  uint64_t spin_ns = static_cast<uint64_t>(knob_spin_us.get()) * 1000;
+  const uint64_t spin_ns = spin_ns_;
   uint64_t last_progress = now_ns();
   while (!stop_.load()) {
     if (waiters_.load() > 0) {

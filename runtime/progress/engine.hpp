@@ -67,8 +67,12 @@ class ProgressEngine {
   void stop_thread();
   bool thread_running() const { return thread_.joinable(); }
 
-  // Adds a request and makes a first pass over it.
-  void submit(const RequestPtr &request);
+  // Adds a request and makes a first pass over it; caller_waits: the caller
+  // goes straight into wait() (the progress thread need not be woken).
+  void submit(const RequestPtr &request, bool caller_waits = false);
+  // How long waiters poll before sleeping (QUORUM_SPIN_US; auto from the
+  // number of ranks on this host and its cores).
+  void set_spin(int local_ranks, int cores);
   // Waits until the request completes or its deadline passes.
   Status wait(const RequestPtr &request);
   // One non-blocking pass; *done tells whether the request completed.
@@ -105,6 +109,7 @@ class ProgressEngine {
   std::function<void()> thread_init_;
   std::atomic<bool> stop_{false};
   std::atomic<int> waiters_{0};
+  uint64_t spin_ns_ = 10000;
 };
 
 }  // namespace quorum

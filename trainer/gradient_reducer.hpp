@@ -20,8 +20,9 @@ namespace quorum::trainer {
 
 // What one reduction did (for the per-epoch report and the logs).
 struct ReduceInfo {
-  int contributors = 1;       // ranks whose gradient is in the result
-  double wait_seconds = 0.0;  // time blocked in the reduction
+  int contributors = 1;           // ranks whose gradient is in the result
+  double wait_seconds = 0.0;      // time blocked in the reduction
+  double injected_seconds = 0.0;  // injected imbalance slept before contributing
 };
 
 class GradientReducer {

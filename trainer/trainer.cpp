@@ -148,6 +148,7 @@ Status train(const TrainConfig &cfg, Backend *backend, const DataSplit &data,
     const auto epoch_start = Clock::now();
     const double cpu_start = process_cpu_seconds();
     int64_t images_this_run = 0;
+    double contributors_sum = 0;
     while (st.step_in_epoch < steps_per_epoch && st.global_step < total_steps) {
       auto t = Clock::now();
       const uint32_t *idx = order.data() + st.step_in_epoch * cfg.batch;
@@ -177,7 +178,9 @@ Status train(const TrainConfig &cfg, Backend *backend, const DataSplit &data,
       ReduceInfo info;
       QUORUM_CHECK(reducer->reduce_gradients(model->grads(), count, backend->memory_kind(),
                                              st.global_step, &info));
-      rep.times.reduce += since(t);
+      rep.times.reduce += since(t) - info.injected_seconds;
+      rep.times.imbalance += info.injected_seconds;
+      contributors_sum += info.contributors;
 
       t = Clock::now();
       SgdStep step{schedule.at(st.global_step), cfg.momentum, cfg.weight_decay};
@@ -212,6 +215,7 @@ Status train(const TrainConfig &cfg, Backend *backend, const DataSplit &data,
     rep.images_per_cpu_s = rep.cpu_seconds > 0 ? double(images_this_run) / rep.cpu_seconds : 0;
     rep.images_per_s = rep.times.total() > 0 ? double(images_this_run) / rep.times.total() : 0;
     rep.complete = st.step_in_epoch == steps_per_epoch;
+    rep.mean_contributors = rep.steps > 0 ? contributors_sum / double(rep.steps) : 0;
     rep.train_loss = st.epoch_images ? st.epoch_loss_sum / double(st.epoch_images) : 0;
     rep.train_accuracy = st.epoch_images ? double(st.epoch_correct) / double(st.epoch_images) : 0;
     const auto eval_start = Clock::now();

@@ -35,7 +35,8 @@ struct TrainConfig {
 // Seconds per phase, summed over an epoch's steps.
 struct PhaseTimes {
   double data = 0, forward = 0, backward = 0, reduce = 0, update = 0;
-  double total() const { return data + forward + backward + reduce + update; }
+  double imbalance = 0;  // injected delay (distributed runs reproducing eager-SGD)
+  double total() const { return data + forward + backward + reduce + update + imbalance; }
 };
 
 struct StepProgress {
@@ -57,7 +58,8 @@ struct EpochReport {
   // steadier speed figure on a shared machine (one compute thread per rank).
   double cpu_seconds = 0, images_per_cpu_s = 0;
   PhaseTimes times;
-  uint32_t param_crc32 = 0;  // bit-exact checksum of the parameters
+  double mean_contributors = 0;  // ranks whose gradient made it into a step, averaged
+  uint32_t param_crc32 = 0;      // bit-exact checksum of the parameters
   double param_sum = 0;      // sum of the parameters (a readable checksum)
   double lr = 0;
 };

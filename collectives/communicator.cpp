@@ -85,9 +85,9 @@ void Communicator::want_progress_thread() {
 Status Communicator::finalize(bool force) {
   if (finalized_) return kOk;
   finalized_ = true;
-  engine_->stop_thread();
+  if (engine_) engine_->stop_thread();
   Status s = kOk;
-  if (transport_) s = transport_->shutdown(*bootstrap_);
+  if (transport_ && engine_) s = transport_->shutdown(*bootstrap_);
   (void)force;
   return s;
 }

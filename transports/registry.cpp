@@ -1,10 +1,14 @@
 // registry.cpp: the table of transports and the choice among them.
+#include <unistd.h>
+
 #include <algorithm>
+#include <cstdint>
 
 #include "runtime/knobs.hpp"
 #include "runtime/log.hpp"
 #include "transports/inproc/inproc_transport.hpp"
 #include "transports/transport.hpp"
+#include "transports/ucx/ucx_transport.hpp"
 
 namespace quorum {
 
@@ -15,17 +19,30 @@ Knob<std::string> knob_transport("QUORUM_TRANSPORT", "auto",
 const std::vector<TransportInfo> &transport_table() {
   static const std::vector<TransportInfo> table = {
       {"inproc", 0, false, make_inproc_transport},
+      {"ucx", 10, true, make_ucx_transport},
   };
   return table;
 }
 
-Status create_transport(const std::string &requested, const Bootstrap &bootstrap,
+namespace {
+// True if every rank runs in this process (ranks are threads).
+Status all_ranks_in_this_process(Bootstrap &bootstrap, bool *same) {
+  int64_t mine = static_cast<int64_t>(getpid());
+  std::vector<int64_t> all(static_cast<size_t>(bootstrap.size()));
+  QUORUM_CHECK(bootstrap.allgather(&mine, all.data(), sizeof(mine)));
+  *same = std::all_of(all.begin(), all.end(), [&](int64_t p) { return p == mine; });
+  return kOk;
+}
+}  // namespace
+
+Status create_transport(const std::string &requested, Bootstrap &bootstrap,
                         std::unique_ptr<Transport> *out) {
   std::string name = requested.empty() ? knob_transport.get() : requested;
   const auto &table = transport_table();
   const TransportInfo *chosen = nullptr;
   if (name == "auto") {
-    bool threads = std::string(bootstrap.name()) == "threads";
+    bool threads = false;
+    QUORUM_CHECK(all_ranks_in_this_process(bootstrap, &threads));
     for (const auto &t : table) {
       if (threads ? t.name == "inproc" : t.multi_process) {
         if (!chosen || t.priority > chosen->priority) chosen = &t;

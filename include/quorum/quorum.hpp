@@ -1,3 +1,136 @@
 // quorum.hpp: C++ RAII wrapper over the C API (quorum.h).
+//
+//   quorum::Comm comm;                       // quorum_init (throws quorum::Error)
+//   comm.allreduce(grad.data(), grad.size()); // in place, float32 sum by default
+//   auto req = comm.iallreduce(in, out, n);   req.wait();
+//
+// Errors are thrown as quorum::Error carrying the status and quorum_last_error().
 #pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
 #include "quorum/quorum.h"
+
+namespace quorum {
+
+class Error : public std::runtime_error {
+ public:
+  explicit Error(quorum_status_t status)
+      : std::runtime_error(std::string(quorum_strerror(status)) + ": " + quorum_last_error()),
+        status_(status) {}
+  quorum_status_t status() const { return status_; }
+
+ private:
+  quorum_status_t status_;
+};
+
+inline void check(quorum_status_t s) {
+  if (s != QUORUM_OK) throw Error(s);
+}
+
+template <typename T>
+struct dtype_of;
+template <>
+struct dtype_of<float> {
+  static constexpr quorum_dtype_t value = QUORUM_FLOAT32;
+};
+template <>
+struct dtype_of<double> {
+  static constexpr quorum_dtype_t value = QUORUM_FLOAT64;
+};
+template <>
+struct dtype_of<int32_t> {
+  static constexpr quorum_dtype_t value = QUORUM_INT32;
+};
+template <>
+struct dtype_of<int64_t> {
+  static constexpr quorum_dtype_t value = QUORUM_INT64;
+};
+
+// A pending non-blocking operation; waits in its destructor if not waited.
+class Request {
+ public:
+  Request() = default;
+  explicit Request(quorum_request_t r) : r_(r) {}
+  Request(Request &&o) noexcept : r_(std::exchange(o.r_, nullptr)) {}
+  Request &operator=(Request &&o) noexcept {
+    if (this != &o) {
+      finish_quietly();
+      r_ = std::exchange(o.r_, nullptr);
+    }
+    return *this;
+  }
+  ~Request() { finish_quietly(); }
+  void wait() {
+    if (r_) check(quorum_wait(std::exchange(r_, nullptr)));
+  }
+  bool test() {
+    if (!r_) return true;
+    int done = 0;
+    quorum_status_t s = quorum_test(r_, &done);
+    if (done) r_ = nullptr;
+    check(s);
+    return done != 0;
+  }
+
+ private:
+  void finish_quietly() {
+    if (r_) quorum_wait(std::exchange(r_, nullptr));
+  }
+  quorum_request_t r_ = nullptr;
+};
+
+class Comm {
+ public:
+  // Bootstraps from the environment (PMIx, quorum-run, or a single process).
+  Comm() { check(quorum_init(&c_)); }
+  explicit Comm(const quorum_oob_t &oob) { check(quorum_init_oob(&oob, &c_)); }
+  Comm(Comm &&o) noexcept : c_(std::exchange(o.c_, nullptr)) {}
+  Comm &operator=(Comm &&) = delete;
+  Comm(const Comm &) = delete;
+  ~Comm() {
+    if (c_) quorum_finalize(c_);
+  }
+  void finalize() {
+    if (c_) check(quorum_finalize(std::exchange(c_, nullptr)));
+  }
+
+  int rank() const { return quorum_comm_rank(c_); }
+  int size() const { return quorum_comm_size(c_); }
+  std::string transport() const { return quorum_comm_transport(c_); }
+  quorum_comm_t handle() const { return c_; }
+
+  template <typename T>
+  void allreduce(T *buf, size_t count, quorum_op_t op = QUORUM_SUM) {
+    check(quorum_allreduce(c_, QUORUM_IN_PLACE, buf, count, dtype_of<T>::value, op));
+  }
+  template <typename T>
+  void allreduce(const T *send, T *recv, size_t count, quorum_op_t op = QUORUM_SUM) {
+    check(quorum_allreduce(c_, send, recv, count, dtype_of<T>::value, op));
+  }
+  template <typename T>
+  Request iallreduce(const T *send, T *recv, size_t count, quorum_op_t op = QUORUM_SUM) {
+    quorum_request_t r = nullptr;
+    check(quorum_iallreduce(c_, send, recv, count, dtype_of<T>::value, op, &r));
+    return Request(r);
+  }
+  void bcast(void *buf, size_t bytes, int root) { check(quorum_bcast(c_, buf, bytes, root)); }
+  void barrier() { check(quorum_barrier(c_)); }
+  void allgather(const void *send, void *recv, size_t bytes_per_rank) {
+    check(quorum_allgather(c_, send, recv, bytes_per_rank));
+  }
+  template <typename T>
+  void reduce_scatter(const T *send, T *recv, size_t count_per_rank, quorum_op_t op = QUORUM_SUM) {
+    check(quorum_reduce_scatter(c_, send, recv, count_per_rank, dtype_of<T>::value, op));
+  }
+
+ private:
+  quorum_comm_t c_ = nullptr;
+};
+
+}  // namespace quorum

@@ -1,0 +1,7 @@
+// dtype_c_api.cpp: the public C entry points about element types.
+#include "collectives/reduce/dtype.hpp"
+#include "quorum/quorum.h"
+
+extern "C" size_t quorum_dtype_size(quorum_dtype_t dtype) {
+  return quorum::dtype_size(dtype);
+}

@@ -1,0 +1,175 @@
+// topology.cpp: hwloc queries, host identities and thread binding.
+#include "runtime/topology.hpp"
+
+#include <hwloc.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <fstream>
+#include <mutex>
+
+#include "runtime/log.hpp"
+
+namespace quorum {
+
+Knob<bool> knob_bind_progress("QUORUM_BIND_PROGRESS", false,
+                              "Bind each progress thread to one core, counted from the last "
+                              "core by local rank (best effort)");
+Knob<std::string> knob_host_id("QUORUM_HOST_ID", "",
+                               "Overrides this process's host identity (default: hostname and "
+                               "boot id); ranks with equal ids are treated as sharing a host");
+
+namespace {
+
+std::mutex g_topology_mutex;
+hwloc_topology_t g_topology = nullptr;
+std::string g_topology_error;
+
+// The process-wide topology, loaded on first use; nullptr with *why on failure.
+hwloc_topology_t topology_locked(std::string *why) {
+  if (g_topology == nullptr && g_topology_error.empty()) {
+    hwloc_topology_t t;
+    if (hwloc_topology_init(&t) != 0) {
+      g_topology_error = "hwloc_topology_init failed";
+    } else if (hwloc_topology_load(t) != 0) {
+      g_topology_error = fmt::format("hwloc_topology_load: {}", std::strerror(errno));
+      hwloc_topology_destroy(t);
+    } else {
+      g_topology = t;
+    }
+  }
+  *why = g_topology_error;
+  return g_topology;
+}
+
+uint64_t fnv1a(const std::string &s, uint64_t h = 1469598103934665603ull) {
+  for (unsigned char c : s) {
+    h ^= c;
+    h *= 1099511628211ull;
+  }
+  return h;
+}
+
+std::string hostname() {
+  char host[256] = {0};
+  gethostname(host, sizeof(host) - 1);
+  return host;
+}
+
+std::string boot_id() {
+  std::ifstream f("/proc/sys/kernel/random/boot_id");
+  std::string id;
+  std::getline(f, id);
+  return id;
+}
+
+std::string plural(int n, const char *word) {
+  return fmt::format("{} {}{}", n, word, n == 1 ? "" : "s");
+}
+
+}  // namespace
+
+Status query_topology(TopologyInfo *info) {
+  std::lock_guard<std::mutex> lock(g_topology_mutex);
+  std::string why;
+  hwloc_topology_t t = topology_locked(&why);
+  if (t == nullptr) return fail(QUORUM_ERR_INTERNAL, "topology", "{}", why);
+  info->packages = hwloc_get_nbobjs_by_type(t, HWLOC_OBJ_PACKAGE);
+  info->numa_nodes = hwloc_get_nbobjs_by_type(t, HWLOC_OBJ_NUMANODE);
+  info->cores = hwloc_get_nbobjs_by_type(t, HWLOC_OBJ_CORE);
+  info->pus = hwloc_get_nbobjs_by_type(t, HWLOC_OBJ_PU);
+  return kOk;
+}
+
+HostIdentity local_host_identity() {
+  HostIdentity id;
+  const std::string override_id = knob_host_id.get();
+  std::string name = override_id.empty() ? hostname() : override_id;
+  id.hash = override_id.empty() ? fnv1a(boot_id(), fnv1a(name)) : fnv1a("id:" + override_id);
+  std::strncpy(id.hostname, name.c_str(), sizeof(id.hostname) - 1);
+  return id;
+}
+
+bool same_host(const HostIdentity &a, const HostIdentity &b) {
+  return a.hash == b.hash && std::strncmp(a.hostname, b.hostname, sizeof(a.hostname)) == 0;
+}
+
+std::vector<int> local_ranks(const std::vector<HostIdentity> &ids, int rank) {
+  std::vector<int> out;
+  if (rank < 0 || rank >= static_cast<int>(ids.size())) return out;
+  for (int r = 0; r < static_cast<int>(ids.size()); ++r) {
+    if (same_host(ids[r], ids[rank])) out.push_back(r);
+  }
+  return out;
+}
+
+HostLayout host_layout(const std::vector<HostIdentity> &ids, int rank) {
+  HostLayout layout;
+  layout.local = local_ranks(ids, rank);
+  auto it = std::find(layout.local.begin(), layout.local.end(), rank);
+  layout.local_rank = it == layout.local.end() ? 0 : static_cast<int>(it - layout.local.begin());
+  for (int r = 0; r < static_cast<int>(ids.size()); ++r) {
+    bool first_on_host = true;
+    for (int q = 0; q < r && first_on_host; ++q) first_on_host = !same_host(ids[q], ids[r]);
+    if (!first_on_host) continue;
+    if (!layout.local.empty() && r == layout.local.front()) {
+      layout.host_index = static_cast<int>(layout.leaders.size());
+    }
+    layout.leaders.push_back(r);
+  }
+  return layout;
+}
+
+Status bind_thread_to_cores(const std::vector<int> &cores) {
+  std::lock_guard<std::mutex> lock(g_topology_mutex);
+  std::string why;
+  hwloc_topology_t t = topology_locked(&why);
+  if (t == nullptr) return fail(QUORUM_ERR_INTERNAL, "topology", "{}", why);
+  if (cores.empty()) return fail(QUORUM_ERR_INVALID_ARG, "topology", "bind: no cores given");
+  hwloc_bitmap_t set = hwloc_bitmap_alloc();
+  for (int c : cores) {
+    hwloc_obj_t core = hwloc_get_obj_by_type(t, HWLOC_OBJ_CORE, static_cast<unsigned>(c));
+    if (core == nullptr) {
+      hwloc_bitmap_free(set);
+      return fail(QUORUM_ERR_INVALID_ARG, "topology", "bind: no core {} (this host has {})", c,
+                  hwloc_get_nbobjs_by_type(t, HWLOC_OBJ_CORE));
+    }
+    hwloc_bitmap_or(set, set, core->cpuset);
+  }
+  int rc = hwloc_set_cpubind(t, set, HWLOC_CPUBIND_THREAD);
+  int err = errno;
+  hwloc_bitmap_free(set);
+  if (rc != 0) {
+    return fail(QUORUM_ERR_UNSUPPORTED, "topology", "binding the thread to cores failed: {}",
+                std::strerror(err));
+  }
+  return kOk;
+}
+
+Status bind_progress_thread(int local_rank) {
+  if (!knob_bind_progress.get()) return kOk;
+  TopologyInfo info;
+  if (query_topology(&info) != kOk || info.cores < 1) return kOk;
+  int core = info.cores - 1 - (std::max(local_rank, 0) % info.cores);
+  if (bind_thread_to_cores({core}) != kOk) {
+    QLOG_WARN("topology", "QUORUM_BIND_PROGRESS: could not bind the progress thread to core {}",
+              core);
+    return kOk;
+  }
+  QLOG_INFO("topology", "progress thread bound to core {}", core);
+  return kOk;
+}
+
+std::string describe_topology() {
+  TopologyInfo info;
+  std::string host = hostname();
+  const std::string version = std::string("hwloc ") + HWLOC_VERSION;
+  if (query_topology(&info) != kOk)
+    return fmt::format("host {}: topology unknown ({})", host, version);
+  return fmt::format("host {}: {}, {}, {}, {} ({})", host, plural(info.packages, "package"),
+                     plural(info.numa_nodes, "NUMA node"), plural(info.cores, "core"),
+                     plural(info.pus, "PU"), version);
+}
+
+}  // namespace quorum

@@ -1,0 +1,62 @@
+// topology.hpp: what the runtime knows about the machine (from hwloc) and
+// which ranks share a host. Each rank's HostIdentity is exchanged through the
+// bootstrap; ranks with equal identities share memory and are "local".
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "runtime/knobs.hpp"
+#include "runtime/status.hpp"
+
+namespace quorum {
+
+struct TopologyInfo {
+  int packages = 0;
+  int numa_nodes = 0;
+  int cores = 0;
+  int pus = 0;  // hardware threads
+};
+
+// Counts from hwloc (loaded once per process).
+Status query_topology(TopologyInfo *info);
+
+// Fixed-size and trivially copyable, so it can be allgathered as bytes.
+struct HostIdentity {
+  uint64_t hash = 0;       // of hostname + kernel boot id, or of QUORUM_HOST_ID
+  char hostname[56] = {};  // for messages; NUL-terminated, truncated
+};
+static_assert(sizeof(HostIdentity) == 64, "HostIdentity travels as 64 bytes");
+
+HostIdentity local_host_identity();
+bool same_host(const HostIdentity &a, const HostIdentity &b);
+
+// The ranks on `rank`'s host (including it), ascending.
+std::vector<int> local_ranks(const std::vector<HostIdentity> &ids, int rank);
+
+// The full picture hierarchical algorithms need.
+struct HostLayout {
+  std::vector<int> local;    // ranks on my host, ascending
+  int local_rank = 0;        // my index in `local`
+  int host_index = 0;        // hosts numbered by their lowest rank
+  std::vector<int> leaders;  // lowest rank of every host, ascending (one per host)
+};
+HostLayout host_layout(const std::vector<HostIdentity> &ids, int rank);
+
+// Binds the calling thread to the union of the given cores (hwloc logical
+// indices). Best effort: an error is returned, never fatal.
+Status bind_thread_to_cores(const std::vector<int> &cores);
+
+// For the progress thread: if QUORUM_BIND_PROGRESS is on, binds the calling
+// thread to one core, counted from the last one by local rank. Logs a warning
+// and returns kOk when binding fails.
+Status bind_progress_thread(int local_rank);
+
+// One line for quorum-info: "host h: 1 package, 1 NUMA node, 2 cores, 2 PUs (hwloc 2.9.0)".
+std::string describe_topology();
+
+extern Knob<bool> knob_bind_progress;
+extern Knob<std::string> knob_host_id;
+
+}  // namespace quorum

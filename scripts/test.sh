@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# test.sh: installs what is needed, builds, and runs the whole test suite:
+#   1. the normal build (debugoptimized), every test;
+#   2. an ASan+UBSan build, every test;
+#   3. a TSan build, the progress-engine, collective and partial-collective tests.
+# QUORUM_TEST_QUICK=1 runs step 1 only.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/install-deps.sh
+
+export UCX_NET_DEVICES=lo
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+
+echo "== build (debugoptimized)"
+scripts/build.sh build
+meson test -C build --num-processes 2 --print-errorlogs
+
+if [ "${QUORUM_TEST_QUICK:-0}" = 1 ]; then exit 0; fi
+
+echo "== build (address + undefined sanitizers)"
+scripts/build.sh build-asan -Db_sanitize=address,undefined -Db_lundef=false -Dcuda=disabled \
+  -Dperf=false
+ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
+  LSAN_OPTIONS=suppressions=$PWD/tests/sanitizers/lsan.supp:print_suppressions=0 \
+  UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+  meson test -C build-asan --num-processes 2 --print-errorlogs --timeout-multiplier 3 \
+  --no-suite gpu --no-suite slow
+
+echo "== build (thread sanitizer)"
+scripts/build.sh build-tsan -Db_sanitize=thread -Db_lundef=false -Dcuda=disabled -Dperf=false
+TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1:suppressions=$PWD/tests/sanitizers/tsan.supp \
+  meson test -C build-tsan --num-processes 2 --print-errorlogs --timeout-multiplier 4 \
+  --suite tsan

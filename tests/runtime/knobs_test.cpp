@@ -1,0 +1,137 @@
+// knobs_test.cpp: knob parsing, errors, overrides and sources, and the logger's
+// level filter and de-duplication.
+#include "runtime/knobs.hpp"
+
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include "runtime/log.hpp"
+
+namespace quorum {
+namespace {
+
+Knob<int64_t> test_int("QUORUM_TEST_INT", 5, "an int for tests");
+Knob<bool> test_bool("QUORUM_TEST_BOOL", false, "a bool for tests");
+Knob<double> test_double("QUORUM_TEST_DOUBLE", 0.5, "a double for tests");
+Knob<std::string> test_choice("QUORUM_TEST_CHOICE", "a", "a choice for tests", {"a", "b"});
+
+class Knobs : public ::testing::Test {
+ protected:
+  void TearDown() override {
+    for (KnobBase *k :
+         {static_cast<KnobBase *>(&test_int), static_cast<KnobBase *>(&test_bool),
+          static_cast<KnobBase *>(&test_double), static_cast<KnobBase *>(&test_choice)}) {
+      unsetenv(k->name());
+      k->set_override(std::nullopt);
+      k->reload();
+    }
+  }
+};
+
+TEST_F(Knobs, DefaultsAndRegistry) {
+  EXPECT_EQ(test_int.get(), 5);
+  EXPECT_EQ(test_int.source(), KnobSource::Default);
+  EXPECT_STREQ(test_int.type(), "int");
+  EXPECT_EQ(test_int.default_text(), "5");
+  EXPECT_EQ(find_knob("QUORUM_TEST_INT"), &test_int);
+  EXPECT_EQ(find_knob("QUORUM_NO_SUCH_KNOB"), nullptr);
+  auto all = all_knobs();
+  for (size_t i = 1; i < all.size(); ++i)
+    EXPECT_LT(std::string(all[i - 1]->name()), all[i]->name());
+  EXPECT_NE(find_knob("QUORUM_TIMEOUT_MS"), nullptr);
+}
+
+TEST_F(Knobs, EnvironmentValues) {
+  setenv("QUORUM_TEST_INT", "0x10", 1);
+  setenv("QUORUM_TEST_BOOL", "yes", 1);
+  setenv("QUORUM_TEST_DOUBLE", "2.5", 1);
+  setenv("QUORUM_TEST_CHOICE", "b", 1);
+  reload_knobs();
+  EXPECT_EQ(test_int.get(), 16);
+  EXPECT_EQ(test_int.source(), KnobSource::Environment);
+  EXPECT_TRUE(test_bool.get());
+  EXPECT_DOUBLE_EQ(test_double.get(), 2.5);
+  EXPECT_EQ(test_choice.get(), "b");
+  EXPECT_EQ(validate_knobs(), kOk);
+}
+
+TEST_F(Knobs, ParseErrorsFallBackToDefaultAndAreReported) {
+  struct Case {
+    KnobBase *knob;
+    const char *text;
+  };
+  for (Case c : {Case{&test_int, "12abc"}, Case{&test_int, ""}, Case{&test_bool, "maybe"},
+                 Case{&test_double, "1.5x"}, Case{&test_choice, "c"}}) {
+    setenv(c.knob->name(), c.text, 1);
+    c.knob->reload();
+    EXPECT_NE(c.knob->error(), "") << c.knob->name() << "=" << c.text;
+    EXPECT_NE(c.knob->error().find(c.knob->name()), std::string::npos);
+    EXPECT_EQ(c.knob->source(), KnobSource::Default);
+    EXPECT_EQ(c.knob->value_text(), c.knob->default_text());
+    EXPECT_EQ(validate_knobs(), QUORUM_ERR_INVALID_ARG);
+    EXPECT_NE(std::string(last_error()).find(c.knob->name()), std::string::npos);
+    unsetenv(c.knob->name());
+    c.knob->reload();
+  }
+  EXPECT_EQ(validate_knobs(), kOk);
+}
+
+TEST_F(Knobs, OverrideWinsOverEnvironmentAndClears) {
+  setenv("QUORUM_TEST_INT", "7", 1);
+  test_int.reload();
+  EXPECT_EQ(test_int.get(), 7);
+  test_int.set_override("9");
+  EXPECT_EQ(test_int.get(), 9);
+  EXPECT_EQ(test_int.source(), KnobSource::Override);
+  EXPECT_STREQ(knob_source_name(test_int.source()), "override");
+  test_int.set_override("nine");
+  EXPECT_EQ(test_int.get(), 5);
+  EXPECT_NE(test_int.error(), "");
+  test_int.set_override(std::nullopt);
+  EXPECT_EQ(test_int.get(), 7);
+  EXPECT_EQ(test_int.source(), KnobSource::Environment);
+}
+
+TEST(Log, LevelFilterAndSubsystems) {
+  setenv("QUORUM_LOG_LEVEL", "info", 1);
+  setenv("QUORUM_LOG_SUBSYS", "store,bootstrap", 1);
+  reload_log_config();
+  EXPECT_TRUE(log_enabled(LogLevel::Info, "store"));
+  EXPECT_FALSE(log_enabled(LogLevel::Info, "transport"));
+  EXPECT_TRUE(log_enabled(LogLevel::Warn, "transport"));  // warnings always show
+  EXPECT_FALSE(log_enabled(LogLevel::Debug, "store"));
+  unsetenv("QUORUM_LOG_LEVEL");
+  unsetenv("QUORUM_LOG_SUBSYS");
+  reload_log_config();
+  EXPECT_FALSE(log_enabled(LogLevel::Info, "store"));
+  EXPECT_TRUE(log_enabled(LogLevel::Error, "store"));
+}
+
+TEST(Log, RepeatedErrorsArePrintedOnce) {
+  set_log_rank(3);
+  ::testing::internal::CaptureStderr();
+  for (int i = 0; i < 3; ++i) QLOG_ERROR("test", "the same failure {}", 1);
+  std::string err = ::testing::internal::GetCapturedStderr();
+  set_log_rank(-1);
+  size_t first = err.find("the same failure 1");
+  ASSERT_NE(first, std::string::npos) << err;
+  EXPECT_NE(err.find(":3] quorum ERROR test:"), std::string::npos) << err;
+  // Printed once, then again only at power-of-two repeat counts (2 here).
+  EXPECT_NE(err.find("repeated 2 times"), std::string::npos) << err;
+  EXPECT_EQ(err.find("repeated 3 times"), std::string::npos) << err;
+}
+
+TEST(Status, FailRecordsLastError) {
+  clear_last_error();
+  EXPECT_STREQ(last_error(), "");
+  ::testing::internal::CaptureStderr();
+  Status s = fail(QUORUM_ERR_TIMEOUT, "test", "waited {} ms", 12);
+  std::string err = ::testing::internal::GetCapturedStderr();
+  EXPECT_EQ(s, QUORUM_ERR_TIMEOUT);
+  EXPECT_STREQ(last_error(), "QUORUM_ERR_TIMEOUT: waited 12 ms");
+  EXPECT_NE(err.find("waited 12 ms"), std::string::npos);
+  EXPECT_STREQ(status_name(QUORUM_ERR_BOOTSTRAP), "QUORUM_ERR_BOOTSTRAP");
+}
+
+}  // namespace
+}  // namespace quorum

@@ -1,0 +1,88 @@
+// topology_test.cpp: hwloc counts, host identities, local ranks and binding.
+#include "runtime/topology.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <thread>
+
+namespace quorum {
+namespace {
+
+HostIdentity host(const char *name, uint64_t hash) {
+  HostIdentity id;
+  id.hash = hash;
+  std::strncpy(id.hostname, name, sizeof(id.hostname) - 1);
+  return id;
+}
+
+TEST(Topology, CountsFromHwloc) {
+  TopologyInfo info;
+  ASSERT_EQ(query_topology(&info), kOk);
+  EXPECT_GE(info.packages, 1);
+  EXPECT_GE(info.numa_nodes, 1);
+  EXPECT_GE(info.cores, 1);
+  EXPECT_GE(info.pus, info.cores);
+  std::string d = describe_topology();
+  EXPECT_NE(d.find("core"), std::string::npos) << d;
+  EXPECT_NE(d.find("hwloc"), std::string::npos) << d;
+  EXPECT_EQ(d.find('\n'), std::string::npos) << d;
+}
+
+TEST(Topology, LocalIdentityIsStable) {
+  HostIdentity a = local_host_identity(), b = local_host_identity();
+  EXPECT_TRUE(same_host(a, b));
+  EXPECT_NE(a.hash, 0u);
+  EXPECT_NE(a.hostname[0], '\0');
+}
+
+TEST(Topology, HostIdOverride) {
+  HostIdentity real = local_host_identity();
+  knob_host_id.set_override("fake-node-7");
+  HostIdentity fake = local_host_identity();
+  knob_host_id.set_override(std::nullopt);
+  EXPECT_STREQ(fake.hostname, "fake-node-7");
+  EXPECT_FALSE(same_host(real, fake));
+}
+
+TEST(Topology, LocalRanksAndLayout) {
+  // Ranks 0,2,4 on host a; 1,3 on host b; 5 alone on c.
+  std::vector<HostIdentity> ids = {host("a", 1), host("b", 2), host("a", 1),
+                                   host("b", 2), host("a", 1), host("c", 3)};
+  EXPECT_EQ(local_ranks(ids, 0), (std::vector<int>{0, 2, 4}));
+  EXPECT_EQ(local_ranks(ids, 3), (std::vector<int>{1, 3}));
+  EXPECT_EQ(local_ranks(ids, 5), (std::vector<int>{5}));
+  EXPECT_TRUE(local_ranks(ids, 6).empty());
+  HostLayout l = host_layout(ids, 4);
+  EXPECT_EQ(l.local, (std::vector<int>{0, 2, 4}));
+  EXPECT_EQ(l.local_rank, 2);
+  EXPECT_EQ(l.host_index, 0);
+  EXPECT_EQ(l.leaders, (std::vector<int>{0, 1, 5}));
+  HostLayout m = host_layout(ids, 3);
+  EXPECT_EQ(m.local_rank, 1);
+  EXPECT_EQ(m.host_index, 1);
+  EXPECT_EQ(host_layout(ids, 5).host_index, 2);
+  // Same hash but another name is another host (no silent collision).
+  std::vector<HostIdentity> clash = {host("x", 9), host("y", 9)};
+  EXPECT_EQ(local_ranks(clash, 0), (std::vector<int>{0}));
+}
+
+TEST(Topology, BindThread) {
+  TopologyInfo info;
+  ASSERT_EQ(query_topology(&info), kOk);
+  EXPECT_EQ(bind_thread_to_cores({info.cores + 5}), QUORUM_ERR_INVALID_ARG);
+  EXPECT_EQ(bind_thread_to_cores({}), QUORUM_ERR_INVALID_ARG);
+  Status s = QUORUM_ERR_INTERNAL;
+  std::thread t([&] { s = bind_thread_to_cores({info.cores - 1}); });
+  t.join();
+  // Best effort: allowed to be unsupported in a restricted container.
+  EXPECT_TRUE(s == kOk || s == QUORUM_ERR_UNSUPPORTED) << status_name(s);
+  knob_bind_progress.set_override("1");
+  std::thread u([&] { s = bind_progress_thread(3); });
+  u.join();
+  knob_bind_progress.set_override(std::nullopt);
+  EXPECT_EQ(s, kOk);
+}
+
+}  // namespace
+}  // namespace quorum

@@ -1,0 +1,433 @@
+// quorum-run: starts N ranks of a program on this host, like torchrun.
+//
+//   quorum-run -n N [--timeout S] [--grace S] [--] prog args...
+//
+// It serves a TcpStore on 127.0.0.1 (ephemeral port) with a random job token,
+// starts each rank with QUORUM_RANK/QUORUM_SIZE/QUORUM_LOCAL_RANK/
+// QUORUM_LOCAL_SIZE/QUORUM_STORE/QUORUM_TOKEN set, and prefixes every line a
+// rank prints with "[rank] ". When a rank fails (non-zero exit or a signal) the
+// others are sent SIGTERM, then SIGKILL after the grace period, and quorum-run
+// exits non-zero naming the rank. SIGINT/SIGTERM/SIGHUP are forwarded to the
+// ranks. --timeout S ends the job after S seconds with exit status 124.
+// Ranks read stdin from /dev/null and run in their own process groups.
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/random.h>
+#include <sys/signalfd.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "runtime/bootstrap/tcp_store.hpp"
+#include "runtime/clock.hpp"
+
+extern char **environ;
+
+namespace {
+
+using quorum::Clock;
+
+// Output of one rank's stdout or stderr, cut into lines.
+struct Stream {
+  int fd = -1;     // read end; -1 once closed
+  int target = 1;  // where prefixed lines go (our stdout or stderr)
+  std::string partial;
+};
+
+struct Rank {
+  int rank = 0;
+  pid_t pid = -1;
+  bool running = false;
+  int status = 0;
+  Stream out, err;
+};
+
+constexpr Clock::time_point kNever = Clock::time_point::max();
+constexpr size_t kMaxLine = 64 * 1024;  // longer lines are cut so memory stays bounded
+
+void write_all(int fd, const std::string &s) {
+  size_t off = 0;
+  while (off < s.size()) {
+    ssize_t n = write(fd, s.data() + off, s.size() - off);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return;  // our own output is gone; keep supervising the ranks
+    off += static_cast<size_t>(n);
+  }
+}
+
+void say(const std::string &text) {
+  write_all(2, "quorum-run: " + text + "\n");
+}
+
+std::string describe_status(int status) {
+  if (WIFEXITED(status)) return "exited with status " + std::to_string(WEXITSTATUS(status));
+  if (WIFSIGNALED(status)) {
+    int sig = WTERMSIG(status);
+    const char *name = sigabbrev_np(sig);
+    return "was killed by signal " + std::to_string(sig) +
+           (name ? std::string(" (SIG") + name + ")" : "");
+  }
+  return "ended with wait status " + std::to_string(status);
+}
+
+bool failed(int status) {
+  return !WIFEXITED(status) || WEXITSTATUS(status) != 0;
+}
+
+std::string random_token() {
+  unsigned char bytes[16];
+  size_t got = 0;
+  while (got < sizeof(bytes)) {
+    ssize_t n = getrandom(bytes + got, sizeof(bytes) - got, 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    got += static_cast<size_t>(n);
+  }
+  if (got < sizeof(bytes)) {  // no getrandom: still unique per job, if guessable
+    uint64_t t = quorum::now_ns() ^ (static_cast<uint64_t>(getpid()) << 32);
+    std::memcpy(bytes, &t, sizeof(t));
+  }
+  std::string hex;
+  for (unsigned char b : bytes) hex += fmt::format("{:02x}", b);
+  return hex;
+}
+
+// Emits the complete lines in `s.partial` (all of it at EOF) with the prefix.
+void emit_lines(Stream &s, int rank, bool at_eof) {
+  const std::string prefix = "[" + std::to_string(rank) + "] ";
+  size_t start = 0;
+  std::string out;
+  for (;;) {
+    size_t nl = s.partial.find('\n', start);
+    if (nl == std::string::npos) break;
+    out += prefix;
+    out.append(s.partial, start, nl + 1 - start);
+    start = nl + 1;
+  }
+  s.partial.erase(0, start);
+  if (!s.partial.empty() && (at_eof || s.partial.size() >= kMaxLine)) {
+    out += prefix + s.partial + "\n";
+    s.partial.clear();
+  }
+  if (!out.empty()) write_all(s.target, out);
+}
+
+// Reads what is available; closes the stream at EOF.
+void pump(Stream &s, int rank) {
+  char buf[65536];
+  ssize_t n = read(s.fd, buf, sizeof(buf));
+  if (n < 0 && (errno == EINTR || errno == EAGAIN)) return;
+  if (n <= 0) {
+    close(s.fd);
+    s.fd = -1;
+    emit_lines(s, rank, true);
+    return;
+  }
+  s.partial.append(buf, static_cast<size_t>(n));
+  emit_lines(s, rank, false);
+}
+
+class Job {
+ public:
+  Job(int size, double grace_s) : grace_ms_(static_cast<int64_t>(grace_s * 1000)) {
+    ranks_.resize(static_cast<size_t>(size));
+    for (int r = 0; r < size; ++r) ranks_[static_cast<size_t>(r)].rank = r;
+  }
+
+  // Starts every rank; false (after stopping those started) if one cannot be.
+  bool start(const std::vector<std::string> &command, const std::string &store,
+             const std::string &token) {
+    for (Rank &r : ranks_) {
+      if (!spawn(r, command, store, token)) {
+        terminate(SIGKILL);
+        return false;
+      }
+    }
+    return true;
+  }
+
+  // Supervises until every rank has ended; returns quorum-run's exit status.
+  // `job_deadline` is kNever without --timeout.
+  int run(int signal_fd, Clock::time_point job_deadline, double timeout_s) {
+    while (running_count() > 0) {
+      std::vector<pollfd> fds;
+      std::vector<Stream *> streams;
+      std::vector<int> stream_rank;
+      fds.push_back({signal_fd, POLLIN, 0});
+      for (Rank &r : ranks_) {
+        for (Stream *s : {&r.out, &r.err}) {
+          if (s->fd < 0) continue;
+          fds.push_back({s->fd, POLLIN, 0});
+          streams.push_back(s);
+          stream_rank.push_back(r.rank);
+        }
+      }
+      Clock::time_point next = std::min(job_deadline, kill_deadline_);
+      int timeout = -1;
+      if (next != kNever) {
+        auto ms =
+            std::chrono::duration_cast<std::chrono::milliseconds>(next - Clock::now()).count();
+        timeout = ms < 0 ? 0 : static_cast<int>(std::min<int64_t>(ms + 1, 1 << 30));
+      }
+      int n = poll(fds.data(), fds.size(), timeout);
+      if (n < 0 && errno != EINTR) {
+        say(fmt::format("poll failed: {}", std::strerror(errno)));
+        terminate(SIGKILL);
+        exit_code_ = 1;
+        break;
+      }
+      if (n > 0 && (fds[0].revents & POLLIN)) handle_signals(signal_fd);
+      for (size_t i = 0; i < streams.size(); ++i) {
+        if (fds[i + 1].revents & (POLLIN | POLLHUP | POLLERR)) pump(*streams[i], stream_rank[i]);
+      }
+      reap();
+      Clock::time_point now = Clock::now();
+      if (now >= job_deadline) {
+        job_deadline = kNever;
+        say(fmt::format("the job ran past --timeout {} s; terminating {} running rank(s)",
+                        timeout_s, running_count()));
+        if (!exit_code_) exit_code_ = 124;
+        terminate(SIGTERM);
+      }
+      if (now >= kill_deadline_) {
+        kill_deadline_ = kNever;
+        if (running_count() > 0) {
+          say(fmt::format("{} rank(s) still running {} ms after SIGTERM; sending SIGKILL",
+                          running_count(), grace_ms_));
+        }
+        signal_all(SIGKILL);
+      }
+    }
+    drain();
+    return exit_code_.value_or(0);
+  }
+
+ private:
+  bool spawn(Rank &r, const std::vector<std::string> &command, const std::string &store,
+             const std::string &token) {
+    int out_pipe[2], err_pipe[2];
+    if (pipe2(out_pipe, O_CLOEXEC) != 0) return spawn_error(r, "pipe", errno);
+    if (pipe2(err_pipe, O_CLOEXEC) != 0) {
+      close(out_pipe[0]);
+      close(out_pipe[1]);
+      return spawn_error(r, "pipe", errno);
+    }
+    std::vector<std::string> env_text;
+    const std::vector<std::string> ours = {
+        "QUORUM_RANK=",       "QUORUM_SIZE=",  "QUORUM_LOCAL_RANK=",
+        "QUORUM_LOCAL_SIZE=", "QUORUM_STORE=", "QUORUM_TOKEN="};
+    for (char **e = environ; *e != nullptr; ++e) {
+      std::string v = *e;
+      bool skip = v.rfind("PMIX_", 0) == 0;  // an outer launcher's job is not this one
+      for (const auto &p : ours) skip = skip || v.rfind(p, 0) == 0;
+      if (!skip) env_text.push_back(v);
+    }
+    const std::string size = std::to_string(ranks_.size());
+    env_text.push_back("QUORUM_RANK=" + std::to_string(r.rank));
+    env_text.push_back("QUORUM_SIZE=" + size);
+    env_text.push_back("QUORUM_LOCAL_RANK=" + std::to_string(r.rank));
+    env_text.push_back("QUORUM_LOCAL_SIZE=" + size);
+    env_text.push_back("QUORUM_STORE=" + store);
+    env_text.push_back("QUORUM_TOKEN=" + token);
+    std::vector<char *> envp, argv;
+    for (auto &s : env_text) envp.push_back(s.data());
+    envp.push_back(nullptr);
+    std::vector<std::string> args = command;
+    for (auto &s : args) argv.push_back(s.data());
+    argv.push_back(nullptr);
+
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+    posix_spawn_file_actions_adddup2(&fa, out_pipe[1], 1);
+    posix_spawn_file_actions_adddup2(&fa, err_pipe[1], 2);
+    posix_spawnattr_t attr;
+    posix_spawnattr_init(&attr);
+    posix_spawnattr_setflags(
+        &attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+    posix_spawnattr_setpgroup(&attr, 0);
+    sigset_t empty, defaults;
+    sigemptyset(&empty);
+    posix_spawnattr_setsigmask(&attr, &empty);
+    sigemptyset(&defaults);
+    for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGCHLD, SIGPIPE}) sigaddset(&defaults, sig);
+    posix_spawnattr_setsigdefault(&attr, &defaults);
+    pid_t pid = -1;
+    int rc = posix_spawnp(&pid, argv[0], &fa, &attr, argv.data(), envp.data());
+    posix_spawn_file_actions_destroy(&fa);
+    posix_spawnattr_destroy(&attr);
+    close(out_pipe[1]);
+    close(err_pipe[1]);
+    if (rc != 0) {
+      close(out_pipe[0]);
+      close(err_pipe[0]);
+      return spawn_error(r, ("cannot start '" + command[0] + "'").c_str(), rc);
+    }
+    r.pid = pid;
+    r.running = true;
+    r.out = Stream{out_pipe[0], 1, {}};
+    r.err = Stream{err_pipe[0], 2, {}};
+    return true;
+  }
+
+  bool spawn_error(const Rank &r, const char *what, int err) {
+    say(fmt::format("rank {}: {}: {}", r.rank, what, std::strerror(err)));
+    exit_code_ = 127;
+    return false;
+  }
+
+  int running_count() const {
+    int n = 0;
+    for (const Rank &r : ranks_) n += r.running ? 1 : 0;
+    return n;
+  }
+
+  void signal_all(int sig) {
+    for (Rank &r : ranks_) {
+      if (!r.running) continue;
+      // The whole process group, so that helpers a rank started go too.
+      if (kill(-r.pid, sig) != 0) kill(r.pid, sig);
+    }
+  }
+
+  // SIGTERM (or `sig`) now, SIGKILL after the grace period.
+  void terminate(int sig) {
+    signal_all(sig);
+    if (kill_deadline_ == kNever && sig != SIGKILL) {
+      kill_deadline_ = Clock::now() + std::chrono::milliseconds(grace_ms_);
+    }
+  }
+
+  void handle_signals(int signal_fd) {
+    signalfd_siginfo info;
+    while (read(signal_fd, &info, sizeof(info)) == static_cast<ssize_t>(sizeof(info))) {
+      int sig = static_cast<int>(info.ssi_signo);
+      if (sig == SIGCHLD) continue;  // reap() runs after every wakeup
+      say(fmt::format("received signal {} (SIG{}); forwarding it to the ranks", sig,
+                      sigabbrev_np(sig) ? sigabbrev_np(sig) : "?"));
+      if (!exit_code_) exit_code_ = 128 + sig;
+      terminate(sig);
+    }
+  }
+
+  void reap() {
+    for (;;) {
+      int status = 0;
+      pid_t pid = waitpid(-1, &status, WNOHANG);
+      if (pid <= 0) return;
+      for (Rank &r : ranks_) {
+        if (r.pid != pid || !r.running) continue;
+        r.running = false;
+        r.status = status;
+        if (!failed(status)) break;
+        if (!exit_code_) {
+          // The first failure decides the exit status and ends the job.
+          exit_code_ = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+          say(fmt::format("rank {} {}; terminating the other ranks", r.rank,
+                          describe_status(status)));
+          terminate(SIGTERM);
+        } else {
+          say(fmt::format("rank {} {}", r.rank, describe_status(status)));
+        }
+        break;
+      }
+    }
+  }
+
+  // After the last rank ended: print what is still in the pipes, without
+  // waiting for descendants that may hold them open.
+  void drain() {
+    for (Rank &r : ranks_) {
+      for (Stream *s : {&r.out, &r.err}) {
+        while (s->fd >= 0) {
+          pollfd pfd{s->fd, POLLIN, 0};
+          if (poll(&pfd, 1, 0) <= 0) {
+            close(s->fd);
+            s->fd = -1;
+            emit_lines(*s, r.rank, true);
+            break;
+          }
+          pump(*s, r.rank);
+        }
+      }
+    }
+  }
+
+  std::vector<Rank> ranks_;
+  int64_t grace_ms_;
+  Clock::time_point kill_deadline_ = kNever;  // SIGKILL whoever is left at this time
+  std::optional<int> exit_code_;
+};
+
+}  // namespace
+
+int main(int argc, char **argv) {
+  CLI::App app{
+      "quorum-run: start N ranks of a program on this host, with a TCP store for "
+      "their bootstrap"};
+  int size = 0;
+  double timeout_s = 0;
+  double grace_s = 5;
+  app.add_option("-n,--np", size, "Number of ranks")->required()->check(CLI::Range(1, 4096));
+  app.add_option("--timeout", timeout_s, "Terminate the job after this many seconds (exit 124)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--grace", grace_s, "Seconds between SIGTERM and SIGKILL when ending ranks")
+      ->check(CLI::NonNegativeNumber);
+  app.prefix_command();  // everything from the program name on belongs to it
+  app.footer(
+      "Usage: quorum-run -n N [--timeout S] [--grace S] [--] prog args...\n"
+      "Example: quorum-run -n 4 -- ./my_program --steps 10");
+  CLI11_PARSE(app, argc, argv);
+  std::vector<std::string> command = app.remaining();
+  if (!command.empty() && command.front() == "--") command.erase(command.begin());
+  if (command.empty()) {
+    say("no program given (usage: quorum-run -n N [--timeout S] [--] prog args...)");
+    return 2;
+  }
+
+  // Signals arrive through a signalfd; block them before any thread exists.
+  sigset_t mask;
+  sigemptyset(&mask);
+  for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGCHLD}) sigaddset(&mask, sig);
+  sigprocmask(SIG_BLOCK, &mask, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+  int signal_fd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+  if (signal_fd < 0) {
+    say(fmt::format("signalfd: {}", std::strerror(errno)));
+    return 1;
+  }
+
+  const std::string token = random_token();
+  std::unique_ptr<quorum::TcpStoreServer> server;
+  quorum::TcpStoreServer::Options options;
+  options.address = "127.0.0.1:0";
+  options.token = token;
+  if (quorum::TcpStoreServer::start(options, &server) != quorum::kOk) {
+    say(fmt::format("cannot start the store: {}", quorum::last_error()));
+    return 1;
+  }
+
+  Clock::time_point deadline = kNever;
+  if (timeout_s > 0) {
+    deadline = Clock::now() + std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000));
+  }
+  Job job(size, grace_s);
+  if (!job.start(command, server->address(), token)) {
+    job.run(signal_fd, kNever, 0);
+    return 127;
+  }
+  int code = job.run(signal_fd, deadline, timeout_s);
+  server->stop();
+  close(signal_fd);
+  return code;
+}

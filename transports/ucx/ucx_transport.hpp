@@ -1,0 +1,141 @@
+// ucx_transport.hpp: the UCX transport (UCP tag matching over whatever UCX
+// selects: shared memory, TCP, RDMA; CUDA memory when UCX was built with it).
+//
+// One ucp_context and one ucp_worker per instance, one endpoint per peer
+// (error handling mode PEER, so a dead peer becomes QUORUM_ERR_PEER_FAILED).
+// In PEER mode UCX only uses transports that report peer failures: the
+// shared-memory ones (posix, sysv) only when asked (MM_ERROR_HANDLING, which
+// init sets), and never cma; QUORUM_UCX_ERROR_MODE=none trades failure
+// detection for those.
+// The UCX tag carries the source rank above the user's 44-bit tag, and every
+// receive uses a full mask, so it matches exactly one peer and one tag.
+// In-flight operations live in UCX's own request memory (request_size), linked
+// into a per-peer list so that a peer failure can fail them all.
+//
+// Completion details: when send()/recv() return an error, the request is
+// also completed (Failed, same status). A canceled receive completes Failed
+// with QUORUM_ERR_TRANSPORT (Done if it raced); a send cannot be withdrawn
+// from UCX, so cancel() lets it finish. A dead peer is noticed by UCX
+// (keepalive, closed sockets) or, for processes of this host, by a /proc check
+// every QUORUM_UCX_KEEPALIVE_MS; both need progress() to be called, so a
+// caller that sleeps on event_fd() should wake at least that often.
+#pragma once
+
+#include <ucp/api/ucp.h>
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "runtime/clock.hpp"
+#include "runtime/knobs.hpp"
+#include "transports/transport.hpp"
+#include "transports/ucx/process_liveness.hpp"
+
+namespace quorum {
+
+class UcxTransport : public Transport {
+ public:
+  UcxTransport() = default;
+  ~UcxTransport() override;
+  UcxTransport(const UcxTransport &) = delete;
+  UcxTransport &operator=(const UcxTransport &) = delete;
+
+  const char *name() const override { return "ucx"; }
+  std::string description() const override;
+
+  Status init(Bootstrap &bootstrap) override;
+  Status shutdown(Bootstrap &bootstrap) override;
+
+  Status send(int peer, uint64_t tag, const void *buf, size_t bytes,
+              TransportRequest *req) override;
+  Status recv(int peer, uint64_t tag, void *buf, size_t bytes, TransportRequest *req) override;
+  void cancel(TransportRequest *req) override;
+
+  bool progress() override;
+  int event_fd() override { return event_fd_; }
+  bool arm() override;
+
+  bool peer_failed(int peer) const override;
+  bool supports_memory(MemoryType type) const override;
+
+  // An operation in flight (ucx_op.hpp), stored in UCX request memory.
+  struct Op;
+
+ private:
+  struct Peer {
+    UcxTransport *owner = nullptr;
+    int rank = -1;
+    ucp_ep_h ep = nullptr;
+    std::atomic<bool> failed{false};
+    bool failure_handled = false;
+    ucs_status_t cause = UCS_OK;
+    Op *ops = nullptr;     // head of the intrusive list of pending operations
+    bool watched = false;  // a process of this host whose liveness we check
+    ProcessIdentity process{};
+  };
+  // A completion that happened outside progress() (cancel, forced close); it
+  // is delivered by the next progress() so that callers see it there.
+  struct Deferred {
+    TransportRequest *req;
+    Status status;
+    size_t bytes;
+  };
+
+  void tune_for_failure_detection(ucp_config_t *config);
+  Status create_context();
+  Status create_worker();
+  Status connect_peers(Bootstrap &bootstrap);
+  Status exchange_process_identities(Bootstrap &bootstrap);
+  void log_selected_transports();
+  Status check_peer(int peer, const char *op) const;
+
+  static void send_callback(void *request, ucs_status_t status, void *user_data);
+  static void recv_callback(void *request, ucs_status_t status, const ucp_tag_recv_info_t *info,
+                            void *user_data);
+  static void error_callback(void *arg, ucp_ep_h ep, ucs_status_t status);
+  void mark_peer_failed(Peer &peer, ucs_status_t status, const char *cause);
+  // Checks (at most every keepalive interval) that local peers with pending
+  // operations still run; see process_liveness.hpp for why.
+  void check_local_peers();
+
+  Op *track(void *ucp_request, int peer, bool is_recv, uint64_t tag, size_t bytes,
+            TransportRequest *req);
+  void on_op_done(Op *op, ucs_status_t status, size_t length);
+  // Asks UCX to drop a pending receive (no-op for sends and repeated calls).
+  void withdraw(Op *op);
+  void complete(TransportRequest *req, Status status, size_t bytes);
+  // Runs ucp_worker_progress until idle (bounded); true if UCX did anything.
+  bool drive_worker();
+  void handle_peer_failures();
+  // Detaches every pending operation from its caller's request and fails it.
+  void abandon_ops(Status status, const char *why);
+  void close_endpoints(Deadline deadline, bool force);
+  void destroy();
+
+  ucp_context_h context_ = nullptr;
+  ucp_worker_h worker_ = nullptr;
+  int event_fd_ = -1;
+  bool cuda_memory_ = false;
+  bool all_peers_watched_ = false;  // every peer is a local process we can watch
+  bool peer_error_mode_ = true;
+  bool shutting_down_ = false;
+  bool in_progress_ = false;
+  bool failures_pending_ = false;
+  uint64_t completions_ = 0;
+  uint64_t next_liveness_check_ns_ = 0;
+  std::vector<std::unique_ptr<Peer>> peers_;
+  std::vector<Deferred> deferred_;
+  std::string selected_;  // e.g. "posix, tcp; memory, lo"
+};
+
+std::unique_ptr<Transport> make_ucx_transport();
+
+// QUORUM_UCX_ERROR_MODE: "peer" (dead peers become QUORUM_ERR_PEER_FAILED) or
+// "none" (no failure detection, every UCX transport allowed).
+extern Knob<std::string> knob_ucx_error_mode;
+// QUORUM_UCX_KEEPALIVE_MS: UCX keepalive interval in peer mode.
+extern Knob<int64_t> knob_ucx_keepalive_ms;
+
+}  // namespace quorum

@@ -4,6 +4,7 @@
 //   quorum-bench [allreduce|bcast|allgather|reduce_scatter|barrier] [-b 8] [-e 64M] [-f 2]
 //                [-d float32] [-o sum] [-n iters] [-w warmup] [-c checks] [--json]
 //   quorum-bench partial [--compute-ms C] [--delay-ms D] [--model paper|slow-rank|exponential]
+//                        [--steps N] [--bytes 1M] [--max-staleness A] [--json]
 //
 // It bootstraps with quorum_init, so it runs alone, under quorum-run, under
 // mpirun (PMIx) and under srun. Exit status: 0 fine, 1 a quorum call failed,
@@ -117,6 +118,8 @@ int run(int argc, char **argv) {
   partial->add_option("--steps", po.steps, "steps per variant")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
+  std::string partial_bytes = "1M";
+  partial->add_option("--bytes", partial_bytes, "gradient size (float32)")->capture_default_str();
   partial->add_option("--max-staleness", po.max_staleness, "synchronous round every A+1")
       ->capture_default_str();
   partial->add_option("--seed", po.seed, "shared seed")->capture_default_str();
@@ -136,6 +139,12 @@ int run(int argc, char **argv) {
                  "collectives (quorum_partial_*)\n");
       return 2;
     }
+    auto bytes = parse_bytes(partial_bytes);
+    if (!bytes || *bytes < 4) {
+      return usage_error(
+          fmt::format("partial --bytes: '{}' is not a size of at least 4 bytes", partial_bytes));
+    }
+    po.bytes = *bytes;
     quorum_comm_t comm = nullptr;
     quorum_status_t s = quorum_init(&comm);
     if (s != QUORUM_OK) {

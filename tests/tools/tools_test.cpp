@@ -168,7 +168,8 @@ TEST(QuorumBench, BadFlagsFailClearly) {
       {"-n -3", "iters must be >= 0"},
       {"bcast -r 5 -e 64", "root 5 is outside"},
       {"reduce_scatter -b 1 -e 2", "no message size"},
-      {"partial", "not yet available"},
+      {"partial --model lazy", "--model"},
+      {"partial --bytes 2", "at least 4 bytes"},
   };
   for (const auto &c : cases) {
     Result r = run(quote(g_bench) + " " + c.args);
@@ -190,6 +191,52 @@ TEST(QuorumBench, HelpExitsZero) {
 
 std::string quorum_run(int n) {
   return quote(g_run) + " -n " + std::to_string(n) + " --timeout 200 --";
+}
+
+// `quorum-bench partial`: in a build without the partial C API it must say
+// "not yet available" and exit 2; otherwise every variant runs and the sum of
+// what came back equals the sum of what was posted.
+void expect_partial_bench(const std::string &launcher, int nranks, const std::string &model) {
+  std::string command = launcher + (launcher.empty() ? "" : " ") + quote(g_bench) +
+                        " partial --steps 12 --compute-ms 1 --delay-ms 2 --bytes 4K --json "
+                        "--max-staleness 4 --model " +
+                        model;
+  Result r = run(command);
+  if (r.status == 2 && r.err.find("not yet available") != std::string::npos) {
+    GTEST_SKIP() << "this build has no partial collectives: " << r.err;
+  }
+  ASSERT_EQ(r.status, 0) << command << "\nstdout:\n" << r.out << "\nstderr:\n" << r.err;
+  std::string body;
+  std::istringstream in(r.out);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("[0] ", 0) == 0) line = line.substr(4);
+    if (!line.empty() && line[0] == '{') body += line + "\n";
+  }
+  auto rows = json_lines(body);
+  ASSERT_EQ(rows.size(), 3u) << r.out;
+  std::set<std::string> variants;
+  for (const auto &row : rows) {
+    variants.insert(row["variant"].get<std::string>());
+    EXPECT_EQ(row["nranks"].get<int>(), nranks) << row.dump();
+    EXPECT_TRUE(row["conserved"].get<bool>()) << row.dump();
+    EXPECT_GT(row["steps_per_s"].get<double>(), 0.0) << row.dump();
+    long long rounds = 0;
+    for (const auto &c : row["fresh_histogram"]) rounds += c.get<long long>();
+    EXPECT_EQ(rounds, 12) << row.dump();
+    EXPECT_EQ(row["fresh_histogram"].size(), static_cast<size_t>(nranks) + 1) << row.dump();
+  }
+  EXPECT_EQ(variants, (std::set<std::string>{"sync", "solo", "majority"}));
+}
+
+TEST(QuorumBench, PartialOnOneRank) {
+  expect_partial_bench("", 1, "paper");
+}
+
+TEST(QuorumBench, PartialUnderQuorumRun) {
+  if (g_run.empty() || access(g_run.c_str(), X_OK) != 0) GTEST_SKIP() << "no quorum-run";
+  expect_partial_bench(quorum_run(2), 2, "paper");
+  expect_partial_bench(quorum_run(3), 3, "exponential");
 }
 
 TEST(QuorumBench, TwoToFourRanksUnderQuorumRun) {

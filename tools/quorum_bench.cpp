@@ -133,18 +133,18 @@ int run(int argc, char **argv) {
   }
 
   if (partial->parsed()) {
-    if (!partial_available()) {
-      fmt::print(stderr,
-                 "quorum-bench: partial: not yet available: this build of quorum has no partial "
-                 "collectives (quorum_partial_*)\n");
-      return 2;
-    }
     auto bytes = parse_bytes(partial_bytes);
     if (!bytes || *bytes < 4) {
       return usage_error(
           fmt::format("partial --bytes: '{}' is not a size of at least 4 bytes", partial_bytes));
     }
     po.bytes = *bytes;
+    if (!partial_available()) {
+      fmt::print(stderr,
+                 "quorum-bench: partial: not yet available: this build of quorum has no partial "
+                 "collectives (quorum_partial_*)\n");
+      return 2;
+    }
     quorum_comm_t comm = nullptr;
     quorum_status_t s = quorum_init(&comm);
     if (s != QUORUM_OK) {

@@ -51,7 +51,9 @@ void Reporter::header() {
   fmt::print("#   dtype {}, op {}, iters {}, warmup {}, check passes {}\n", info_.dtype, info_.op,
              options_.iters ? std::to_string(options_.iters) : "auto",
              options_.warmup >= 0 ? std::to_string(options_.warmup) : "auto", info_.check);
-  fmt::print("#   time: mean per call (us), avg/min/max over ranks; GB/s = 1e9 B/s\n#\n");
+  fmt::print("#   time: mean per call (us), avg/min/max over ranks; GB/s = 1e9 B/s\n");
+  fmt::print(
+      "#   size: the whole buffer (allgather: bytes received, reduce_scatter: bytes sent)\n#\n");
   std::string group = fmt::format("#{:>11} {:>12} {:>8} {:>6} {:>5} {:>6}  {:^52}  {:^52}", "", "",
                                   "", "", "", "", "out-of-place", "in-place");
   fmt::print("{}\n", group.substr(0, group.find_last_not_of(' ') + 1));

@@ -253,7 +253,8 @@ TEST(QuorumBench, TwoToFourRanksUnderQuorumRun) {
 
 TEST(QuorumBench, TwoRanksUnderMpirun) {
   if (g_mpirun.empty()) GTEST_SKIP() << "no mpirun";
-  std::string launcher = quote(g_mpirun) +
+  std::string launcher = "env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 " +
+                         quote(g_mpirun) +
                          " --oversubscribe --mca btl_tcp_if_include lo --mca oob_tcp_if_include "
                          "lo -n 2";
   expect_bench_correct(launcher, "allreduce -b 8 -e 64K -f 4 -n 2 -w 1", 7, 2);

@@ -3,6 +3,7 @@
 
 #include <cstring>
 
+#include "collectives/device_staging.hpp"
 #include "collectives/reduce/reduce_kernels.hpp"
 #include "collectives/signature.hpp"
 #include "runtime/knobs.hpp"
@@ -51,6 +52,10 @@ Status Communicator::create(std::unique_ptr<Bootstrap> bootstrap,
   comm->signature_check_ = knob_signature_check.get();
   comm->progress_mode_ =
       options.progress_thread.empty() ? knob_progress_thread.get() : options.progress_thread;
+  std::vector<HostIdentity> hosts(static_cast<size_t>(comm->size_));
+  HostIdentity me = local_host_identity();
+  QUORUM_CHECK(comm->bootstrap_->allgather(&me, hosts.data(), sizeof(HostIdentity)));
+  comm->layout_ = host_layout(hosts, comm->rank_);
   if (comm->size_ > 1) {
     QUORUM_CHECK(create_transport(options.transport, *comm->bootstrap_, &comm->transport_));
     Status s = comm->transport_->init(*comm->bootstrap_);
@@ -62,10 +67,15 @@ Status Communicator::create(std::unique_ptr<Bootstrap> bootstrap,
   } else {
     comm->engine_ = std::make_unique<ProgressEngine>(ProgressSource{}, comm->rank_);
   }
+  int local_rank = comm->layout_.local_rank;
+  comm->engine_->set_thread_init([local_rank] { bind_progress_thread(local_rank); });
   if (comm->progress_mode_ == "on") comm->engine_->start_thread();
-  QLOG_INFO("comm", "rank {} of {} over {} (bootstrap {}, progress thread {})", comm->rank_,
-            comm->size_, comm->transport_description(), comm->bootstrap_->name(),
-            comm->progress_mode_);
+  QLOG_INFO("comm",
+            "rank {} of {} over {} (bootstrap {}, progress thread {}; host {} of {}, local rank "
+            "{} of {})",
+            comm->rank_, comm->size_, comm->transport_description(), comm->bootstrap_->name(),
+            comm->progress_mode_, comm->layout_.host_index, comm->layout_.leaders.size(),
+            comm->layout_.local_rank, comm->layout_.local.size());
   *out = std::move(comm);
   return kOk;
 }
@@ -105,7 +115,12 @@ Status Communicator::run_local(const CollArgs &a) {
     default:
       return kOk;
   }
-  if (bytes > 0 && a.send != a.recv) std::memmove(a.recv, a.send, bytes);
+  if (bytes == 0 || a.send == a.recv) return kOk;
+  if (cuda_available() &&
+      (buffer_kind(a.send) == BufferKind::Device || buffer_kind(a.recv) == BufferKind::Device)) {
+    return device_copy(a.recv, a.send, bytes);
+  }
+  std::memmove(a.recv, a.send, bytes);
   return kOk;
 }
 
@@ -129,6 +144,8 @@ Status Communicator::start(const CollArgs &args_in, RequestPtr *req, bool blocki
   QLOG_DEBUG("coll", "start {}", what);
   auto sched = std::make_unique<Schedule>(what);
   Builder b(*sched, transport_.get(), rank_, size_, args.kind, seq, scratch_);
+  StagingPlan staging;
+  QUORUM_CHECK(stage_device_buffers(b, &args, transport_.get(), &staging));
   if (signature_check_) {
     TaskId checked;
     QUORUM_CHECK(add_signature_check(b, args, seq, &checked));
@@ -136,6 +153,7 @@ Status Communicator::start(const CollArgs &args_in, RequestPtr *req, bool blocki
   }
   TaskId last = -1;
   QUORUM_CHECK(algo->build(b, args, &last));
+  finish_device_staging(b, staging, last);
   auto request =
       std::make_shared<Request>(std::move(sched), Deadline::after_ms(knob_timeout_ms.get()), what);
   auto leases = std::make_shared<std::vector<ScratchPool::Lease>>(b.take_leases());

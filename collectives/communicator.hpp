@@ -14,6 +14,7 @@
 #include "collectives/scratch_pool.hpp"
 #include "runtime/bootstrap/bootstrap.hpp"
 #include "runtime/progress/engine.hpp"
+#include "runtime/topology.hpp"
 #include "transports/transport.hpp"
 
 namespace quorum {
@@ -43,6 +44,8 @@ class Communicator {
   Bootstrap &bootstrap() { return *bootstrap_; }
   ProgressEngine &engine() { return *engine_; }
   ScratchPool &scratch() { return scratch_; }
+  // Which ranks share this rank's host (hierarchical algorithms, binding).
+  const HostLayout &layout() const { return layout_; }
 
   // Non-blocking collectives: *req completes through wait()/test().
   Status iallreduce(const void *send, void *recv, size_t count, quorum_dtype_t dtype,
@@ -85,6 +88,7 @@ class Communicator {
   std::unique_ptr<Transport> transport_;
   std::unique_ptr<ProgressEngine> engine_;
   ScratchPool scratch_;
+  HostLayout layout_;
   std::string progress_mode_;
   std::atomic<uint64_t> next_seq_{0};
   uint64_t next_object_id_ = 0;

@@ -333,9 +333,14 @@ class Job {
         if (!exit_code_) {
           // The first failure decides the exit status and ends the job.
           exit_code_ = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-          say(fmt::format("rank {} {}; terminating the other ranks", r.rank,
-                          describe_status(status)));
-          terminate(SIGTERM);
+          if (keep_going_) {
+            say(fmt::format("rank {} {}; the other ranks go on (--keep-going)", r.rank,
+                            describe_status(status)));
+          } else {
+            say(fmt::format("rank {} {}; terminating the other ranks", r.rank,
+                            describe_status(status)));
+            terminate(SIGTERM);
+          }
         } else {
           say(fmt::format("rank {} {}", r.rank, describe_status(status)));
         }
@@ -365,6 +370,11 @@ class Job {
 
   std::vector<Rank> ranks_;
   int64_t grace_ms_;
+
+ public:
+  bool keep_going_ = false;  // a failed rank does not end the others
+
+ private:
   Clock::time_point kill_deadline_ = kNever;  // SIGKILL whoever is left at this time
   std::optional<int> exit_code_;
 };
@@ -383,6 +393,11 @@ int main(int argc, char **argv) {
       ->check(CLI::NonNegativeNumber);
   app.add_option("--grace", grace_s, "Seconds between SIGTERM and SIGKILL when ending ranks")
       ->check(CLI::NonNegativeNumber);
+  bool keep_going = false;
+  app.add_flag("--keep-going", keep_going,
+               "When a rank fails, let the others run on (each bounded by its own "
+               "QUORUM_TIMEOUT_MS) so that they can report the failure; the exit status is "
+               "still the first failing rank's");
   app.prefix_command();  // everything from the program name on belongs to it
   app.footer(
       "Usage: quorum-run -n N [--timeout S] [--grace S] [--] prog args...\n"
@@ -422,6 +437,7 @@ int main(int argc, char **argv) {
     deadline = Clock::now() + std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000));
   }
   Job job(size, grace_s);
+  job.keep_going_ = keep_going;
   if (!job.start(command, server->address(), token)) {
     job.run(signal_fd, kNever, 0);
     return 127;

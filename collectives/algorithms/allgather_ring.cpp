@@ -1,13 +1,14 @@
 // allgather_ring.cpp: ring allgather.
 //
-// P-1 steps; at step s rank r sends block r-s to r+1 and receives block r-s-1
-// from r-1 straight into the output. Per rank: (P-1) x n bytes each way.
-#include <cstring>
-
+// Pattern: patterns/ring.hpp allgather. P-1 steps; at step s rank r sends
+// block r-s to r+1 and receives block r-s-1 from r-1 straight into the
+// output. Per rank: (P-1) x n bytes each way.
 #include "collectives/algorithms/algorithms.hpp"
-#include "collectives/algorithms/blocks.hpp"
+#include "collectives/patterns/ring.hpp"
 
 namespace quorum {
+
+namespace ring = patterns::ring;
 
 Status build_allgather_ring(Builder &b, const CollArgs &a, TaskId *last) {
   const int p = b.size(), r = b.rank();
@@ -15,10 +16,10 @@ Status build_allgather_ring(Builder &b, const CollArgs &a, TaskId *last) {
   uint8_t *out = static_cast<uint8_t *>(a.recv);
   TaskId prev = b.copy(out + n * r, a.send, n);
   std::vector<TaskId> done;
-  for (int s = 0; s < p - 1; ++s) {
-    int sb = mod(r - s, p), rb = mod(r - s - 1, p);
-    done.push_back(b.send(mod(r + 1, p), s, out + n * sb, n, {prev}));
-    prev = b.recv(mod(r - 1, p), s, out + n * rb, n, {prev});
+  for (int s = 0; s < ring::steps(p); ++s) {
+    done.push_back(
+        b.send(ring::next(r, p), s, out + n * ring::allgather_send_block(r, p, s), n, {prev}));
+    prev = b.recv(ring::prev(r, p), s, out + n * ring::allgather_recv_block(r, p, s), n, {prev});
   }
   done.push_back(prev);
   *last = b.nop(done);

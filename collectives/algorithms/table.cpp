@@ -12,14 +12,22 @@
 
 namespace quorum {
 
-Knob<std::string> knob_allreduce_algo("QUORUM_ALLREDUCE_ALGO", "auto",
-                                      "Allreduce algorithm: auto, recursive_doubling or ring",
-                                      {"auto", "recursive_doubling", "ring"});
+Knob<std::string> knob_allreduce_algo(
+    "QUORUM_ALLREDUCE_ALGO", "auto",
+    "Allreduce algorithm: auto, recursive_doubling, rabenseifner or ring",
+    {"auto", "recursive_doubling", "rabenseifner", "ring"});
 Knob<int64_t> knob_allreduce_small_bytes("QUORUM_ALLREDUCE_SMALL_BYTES", 32768,
-                                         "Allreduce: messages up to this size use recursive "
-                                         "doubling, larger ones the ring (under auto)");
+                                         "Allreduce under auto: messages up to this size use "
+                                         "recursive doubling");
+Knob<int64_t> knob_allreduce_large_bytes("QUORUM_ALLREDUCE_LARGE_BYTES", 262144,
+                                         "Allreduce under auto: messages from this size use the "
+                                         "pipelined ring; between the two thresholds Rabenseifner");
 Knob<std::string> knob_bcast_algo("QUORUM_BCAST_ALGO", "auto",
-                                  "Broadcast algorithm: auto or binomial", {"auto", "binomial"});
+                                  "Broadcast algorithm: auto, binomial or scatter_allgather",
+                                  {"auto", "binomial", "scatter_allgather"});
+Knob<int64_t> knob_bcast_large_bytes("QUORUM_BCAST_LARGE_BYTES", 1 << 20,
+                                     "Broadcast under auto: messages from this size (on more "
+                                     "than 2 ranks) use scatter + ring allgather");
 Knob<std::string> knob_barrier_algo("QUORUM_BARRIER_ALGO", "auto",
                                     "Barrier algorithm: auto or dissemination",
                                     {"auto", "dissemination"});
@@ -36,8 +44,14 @@ const std::vector<AlgorithmInfo> &algorithm_table() {
        build_allreduce_recursive_doubling},
       {CollKind::Allreduce, "ring",
        "2(P-1) steps, 2(P-1)/P n bytes sent per rank, pipelined in chunks", build_allreduce_ring},
+      {CollKind::Allreduce, "rabenseifner",
+       "2 log2(P') steps (recursive halving + doubling), about 2(P'-1)/P' n bytes per rank",
+       build_allreduce_rabenseifner},
       {CollKind::Bcast, "binomial", "ceil(log2 P) steps, chunked pipeline along the tree",
        build_bcast_binomial},
+      {CollKind::Bcast, "scatter_allgather",
+       "scatter from the root then ring allgather: 2(P-1)/P n bytes per rank",
+       build_bcast_scatter_allgather},
       {CollKind::Barrier, "dissemination", "ceil(log2 P) steps of empty messages",
        build_barrier_dissemination},
       {CollKind::Allgather, "ring", "P-1 steps of n bytes", build_allgather_ring},
@@ -60,12 +74,17 @@ std::string default_choice(const CollArgs &args, int size) {
   switch (args.kind) {
     case CollKind::Allreduce: {
       size_t bytes = args.count * dtype_size(args.dtype);
-      bool small = bytes <= static_cast<size_t>(knob_allreduce_small_bytes.get()) ||
-                   args.count < static_cast<size_t>(size);
-      return small ? "recursive_doubling" : "ring";
+      if (bytes <= static_cast<size_t>(knob_allreduce_small_bytes.get()) ||
+          args.count < static_cast<size_t>(size)) {
+        return "recursive_doubling";
+      }
+      return bytes < static_cast<size_t>(knob_allreduce_large_bytes.get()) ? "rabenseifner"
+                                                                           : "ring";
     }
     case CollKind::Bcast:
-      return "binomial";
+      return size > 2 && args.count >= static_cast<size_t>(knob_bcast_large_bytes.get())
+                 ? "scatter_allgather"
+                 : "binomial";
     case CollKind::Barrier:
       return "dissemination";
     case CollKind::Allgather:

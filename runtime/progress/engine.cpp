@@ -98,7 +98,11 @@ bool ProgressEngine::progress_locked() {
         req.detail_ = last_error();
         sched.abort(QUORUM_ERR_TIMEOUT);
       } else if (sched.done() && sched.status() != kOk) {
-        req.detail_ = last_error();
+        // Name the operation in front of the cause the failing task recorded.
+        std::string cause = last_error();
+        std::string prefix = std::string(status_name(sched.status())) + ": ";
+        if (cause.rfind(prefix, 0) == 0) cause.erase(0, prefix.size());
+        req.detail_ = fmt::format("{}{} on rank {} failed: {}", prefix, req.what_, rank_, cause);
       }
       if (sched.done() && sched.status() != kOk) req.aborted_ = true;
     }
@@ -178,6 +182,7 @@ void ProgressEngine::abort_all(Status status) {
 
 void ProgressEngine::thread_main() {
   set_log_rank(rank_);
+  if (thread_init_) thread_init_();
   uint64_t spin_ns = static_cast<uint64_t>(knob_spin_us.get()) * 1000;
   uint64_t last_progress = now_ns();
   while (!stop_.load()) {

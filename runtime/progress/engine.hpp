@@ -61,6 +61,8 @@ class ProgressEngine {
   ProgressEngine(const ProgressEngine &) = delete;
   ProgressEngine &operator=(const ProgressEngine &) = delete;
 
+  // Runs first on the progress thread (e.g. to bind it to a core).
+  void set_thread_init(std::function<void()> init) { thread_init_ = std::move(init); }
   void start_thread();
   void stop_thread();
   bool thread_running() const { return thread_.joinable(); }
@@ -100,6 +102,7 @@ class ProgressEngine {
   int next_poller_id_ = 0;
   int wake_fd_ = -1;
   std::thread thread_;
+  std::function<void()> thread_init_;
   std::atomic<bool> stop_{false};
   std::atomic<int> waiters_{0};
 };

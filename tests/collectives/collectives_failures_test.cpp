@@ -7,24 +7,15 @@
 #include <vector>
 
 #include "runtime/knobs.hpp"
+#include "tests/support/knob_override.hpp"
 #include "tests/support/thread_ranks.hpp"
 #include "transports/inproc/inproc_transport.hpp"
 
 namespace quorum {
 namespace {
 
+using test::KnobOverride;
 using test::run_ranks;
-
-class KnobOverride {
- public:
-  KnobOverride(const char *name, const char *value) : knob_(find_knob(name)) {
-    knob_->set_override(std::string(value));
-  }
-  ~KnobOverride() { knob_->set_override(std::nullopt); }
-
- private:
-  KnobBase *knob_;
-};
 
 TEST(CollectiveFailures, InvalidArguments) {
   run_ranks(2, [](Communicator &c) {

@@ -1,0 +1,158 @@
+// collective_cases.hpp: the checks of every collective, written once and run
+// both by ranks as threads over inproc and by ranks as processes over ucx
+// (under quorum-run and mpirun). Each case takes this rank's communicator;
+// a failure names the rank, the parameters and the first differing element.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <vector>
+
+#include "collectives/communicator.hpp"
+#include "collectives/reduce/reduce_kernels.hpp"
+#include "tests/support/values.hpp"
+
+namespace quorum::test {
+
+inline const quorum_dtype_t kDtypes[] = {QUORUM_FLOAT32,  QUORUM_FLOAT64, QUORUM_FLOAT16,
+                                         QUORUM_BFLOAT16, QUORUM_INT32,   QUORUM_INT64};
+inline const quorum_op_t kOps[] = {QUORUM_SUM, QUORUM_PROD, QUORUM_MIN, QUORUM_MAX, QUORUM_AVG};
+
+inline double tolerance(quorum_dtype_t d, quorum_op_t op, double expected) {
+  if (op != QUORUM_AVG) return 0;
+  double rel = d == QUORUM_FLOAT16 ? 1e-3 : d == QUORUM_BFLOAT16 ? 1e-2 : 1e-6;
+  return rel * (std::fabs(expected) + 1);
+}
+
+// First differing element, or -1.
+inline long first_difference(const void *buf, size_t count, quorum_dtype_t d, quorum_op_t op, int p,
+                             double *got, double *want) {
+  for (size_t i = 0; i < count; ++i) {
+    *want = reference(p, i, op, d);
+    *got = load(buf, i, d);
+    if (std::fabs(*got - *want) > tolerance(d, op, *want)) return static_cast<long>(i);
+  }
+  return -1;
+}
+
+inline void AllreduceEveryDtypeAndOp(Communicator &c) {
+  const int p = c.size();
+  // 40000 elements take the ring path for every dtype, the others recursive doubling.
+  const size_t counts[] = {0, 1, 7, 1000, 40000};
+  const int r = c.rank();
+  for (quorum_dtype_t d : kDtypes) {
+    const size_t es = dtype_size(d);
+    for (quorum_op_t op : kOps) {
+      for (size_t n : counts) {
+        for (int in_place = 0; in_place < 2; ++in_place) {
+          std::vector<uint8_t> send(n * es + 1), recv(n * es + 1);
+          for (size_t i = 0; i < n; ++i) store(send.data(), i, d, contribution(r, i, op));
+          if (in_place) recv = send;
+          Status s = c.allreduce(in_place ? QUORUM_IN_PLACE : send.data(), recv.data(), n, d, op);
+          ASSERT_EQ(s, QUORUM_OK) << "rank " << r << ": " << last_error();
+          double got = 0, want = 0;
+          long i = first_difference(recv.data(), n, d, op, p, &got, &want);
+          ASSERT_EQ(i, -1) << "rank " << r << " P=" << p << " " << dtype_name(d) << " "
+                           << op_name(op) << " n=" << n << " in_place=" << in_place << ": element "
+                           << i << " is " << got << ", expected " << want;
+        }
+      }
+    }
+  }
+}
+
+inline void NonBlockingAllreduceOverlaps(Communicator &c) {
+  const int p = c.size();
+  const size_t n = 5000;
+  std::vector<std::vector<int32_t>> bufs(4, std::vector<int32_t>(n));
+  std::vector<RequestPtr> reqs(4);
+  for (int k = 0; k < 4; ++k) {
+    for (size_t i = 0; i < n; ++i) bufs[k][i] = c.rank() + k + static_cast<int>(i);
+    ASSERT_EQ(c.iallreduce(QUORUM_IN_PLACE, bufs[k].data(), n, QUORUM_INT32, QUORUM_SUM, &reqs[k]),
+              QUORUM_OK);
+  }
+  for (int k = 3; k >= 0; --k) ASSERT_EQ(c.wait(reqs[k]), QUORUM_OK) << last_error();
+  for (int k = 0; k < 4; ++k) {
+    for (size_t i = 0; i < n; ++i) {
+      int32_t want = p * (p - 1) / 2 + p * (k + static_cast<int>(i));
+      ASSERT_EQ(bufs[k][i], want) << "rank " << c.rank() << " request " << k << " element " << i;
+    }
+  }
+}
+
+inline void BcastFromEveryRoot(Communicator &c) {
+  const int p = c.size();
+  for (int root = 0; root < p; ++root) {
+    for (size_t bytes : {size_t(0), size_t(1), size_t(1000), size_t(3 << 20)}) {
+      std::vector<uint8_t> buf(bytes + 1, 0);
+      if (c.rank() == root) {
+        for (size_t i = 0; i < bytes; ++i) buf[i] = static_cast<uint8_t>(i * 13 + root);
+      }
+      ASSERT_EQ(c.bcast(buf.data(), bytes, root), QUORUM_OK) << last_error();
+      for (size_t i = 0; i < bytes; ++i) {
+        ASSERT_EQ(buf[i], static_cast<uint8_t>(i * 13 + root))
+            << "rank " << c.rank() << " root " << root << " byte " << i;
+      }
+    }
+  }
+}
+
+inline void AllgatherInAndOutOfPlace(Communicator &c) {
+  const int p = c.size();
+  for (size_t n : {size_t(0), size_t(1), size_t(100), size_t(70000)}) {
+    for (int in_place = 0; in_place < 2; ++in_place) {
+      std::vector<uint8_t> mine(n + 1), all(n * p + 1, 0xee);
+      for (size_t i = 0; i < n; ++i) mine[i] = static_cast<uint8_t>(c.rank() * 31 + i);
+      if (in_place) std::copy(mine.begin(), mine.begin() + n, all.begin() + n * c.rank());
+      ASSERT_EQ(c.allgather(in_place ? QUORUM_IN_PLACE : mine.data(), all.data(), n), QUORUM_OK)
+          << last_error();
+      for (int q = 0; q < p; ++q) {
+        for (size_t i = 0; i < n; ++i) {
+          ASSERT_EQ(all[q * n + i], static_cast<uint8_t>(q * 31 + i))
+              << "rank " << c.rank() << " block " << q << " byte " << i;
+        }
+      }
+    }
+  }
+}
+
+inline void ReduceScatterEveryDtype(Communicator &c) {
+  const int p = c.size();
+  const int r = c.rank();
+  for (quorum_dtype_t d : kDtypes) {
+    const size_t es = dtype_size(d);
+    for (quorum_op_t op : {QUORUM_SUM, QUORUM_MAX, QUORUM_AVG}) {
+      for (size_t n : {size_t(0), size_t(1), size_t(3000)}) {
+        for (int in_place = 0; in_place < 2; ++in_place) {
+          std::vector<uint8_t> send(n * p * es + 1), recv(n * p * es + 1);
+          for (size_t i = 0; i < n * p; ++i) store(send.data(), i, d, contribution(r, i, op));
+          if (in_place) recv = send;
+          ASSERT_EQ(
+              c.reduce_scatter(in_place ? QUORUM_IN_PLACE : send.data(), recv.data(), n, d, op),
+              QUORUM_OK)
+              << last_error();
+          for (size_t i = 0; i < n; ++i) {
+            double want = reference(p, r * n + i, op, d);
+            double got = load(recv.data(), i, d);
+            ASSERT_LE(std::fabs(got - want), tolerance(d, op, want))
+                << "rank " << r << " " << dtype_name(d) << " " << op_name(op) << " n=" << n
+                << " in_place=" << in_place << " element " << i;
+          }
+        }
+      }
+    }
+  }
+}
+
+inline void BarrierAndMixedSequence(Communicator &c) {
+  const int p = c.size();
+  for (int k = 0; k < 20; ++k) {
+    ASSERT_EQ(c.barrier(), QUORUM_OK) << last_error();
+    int64_t v = c.rank() + k;
+    ASSERT_EQ(c.allreduce(QUORUM_IN_PLACE, &v, 1, QUORUM_INT64, QUORUM_MAX), QUORUM_OK);
+    ASSERT_EQ(v, p - 1 + k);
+  }
+}
+
+}  // namespace quorum::test

@@ -2,6 +2,7 @@
 #include <cstring>
 #include <new>
 
+#include "collectives/c_api_handles.hpp"
 #include "collectives/communicator.hpp"
 #include "collectives/reduce/reduce_kernels.hpp"
 #include "runtime/log.hpp"
@@ -10,10 +11,6 @@ using quorum::Communicator;
 using quorum::fail;
 using quorum::RequestPtr;
 using quorum::Status;
-
-struct quorum_comm {
-  std::unique_ptr<Communicator> comm;
-};
 
 struct quorum_request {
   Communicator *comm;

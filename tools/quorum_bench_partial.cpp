@@ -30,10 +30,6 @@
 
 namespace quorum_bench {
 
-bool partial_available() {
-  return true;
-}
-
 namespace {
 
 uint64_t splitmix64(uint64_t x) {

@@ -21,10 +21,8 @@ struct PartialOptions {
   bool json = false;
 };
 
-// Whether this build has the partial collective C API.
-bool partial_available();
-
-// Returns the process exit status (2 with a clear message when unavailable).
+// Runs sync, solo and majority in turn; rank 0 prints. Returns the process
+// exit status: 0 fine, 3 if the results did not add up to what was posted.
 int run_partial_bench(quorum_comm_t comm, const PartialOptions &options);
 
 }  // namespace quorum_bench

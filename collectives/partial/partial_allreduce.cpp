@@ -1,0 +1,787 @@
+// partial_allreduce.cpp: solo/majority allreduce (see partial_allreduce.hpp for
+// the rules). A round is an activation step in front of an ordinary allreduce
+// schedule (data) plus a small int64 sum allreduce (header), both driven by this
+// object's poller under the engine mutex.
+#include "collectives/partial/partial_allreduce.hpp"
+
+#include <cstring>
+#include <functional>
+#include <limits>
+
+#include "collectives/algorithms/algorithms.hpp"
+#include "collectives/partial/activation.hpp"
+#include "collectives/reduce/reduce_kernels.hpp"
+#include "runtime/clock.hpp"
+#include "runtime/knobs.hpp"
+#include "runtime/log.hpp"
+
+namespace quorum {
+
+using partial::majority_initiator;
+using partial::round_seq;
+using partial::tree_children;
+
+namespace {
+
+// Header layout (int64, reduced with SUM): round id (low 32 bits), count of
+// ranks that joined as synchronous, count that joined as flush, then the fresh
+// bitmap and the activator bitmap (32 ranks per word, so sums never overflow).
+constexpr size_t kHdrRound = 0, kHdrSync = 1, kHdrFlush = 2, kHdrBitmaps = 3;
+
+// A task that runs a condition under the engine mutex (waits on partial state).
+class ConditionTask : public Task {
+ public:
+  ConditionTask(std::function<TaskResult(Status *)> fn, std::function<std::string()> desc)
+      : fn_(std::move(fn)), desc_(std::move(desc)) {}
+  TaskResult progress(Status *status) override { return fn_(status); }
+  std::string describe() const override { return desc_(); }
+
+ private:
+  std::function<TaskResult(Status *)> fn_;
+  std::function<std::string()> desc_;
+};
+
+// Runs the engine until fn says Done or Failed (fn checks its own deadline).
+Status run_until(ProgressEngine &engine, const std::string &what,
+                 std::function<TaskResult(Status *)> fn, std::function<std::string()> desc) {
+  auto sched = std::make_unique<Schedule>(what);
+  sched->add(std::make_unique<ConditionTask>(std::move(fn), std::move(desc)));
+  auto req = std::make_shared<Request>(std::move(sched), Deadline::never(), what);
+  engine.submit(req);
+  return engine.wait(req);
+}
+
+template <typename T>
+void fill(uint8_t *buf, size_t count, T v) {
+  T *p = reinterpret_cast<T *>(buf);
+  for (size_t i = 0; i < count; ++i) p[i] = v;
+}
+
+}  // namespace
+
+struct PartialAllreduce::Round {
+  uint64_t id = 0;
+  uint8_t *buf = nullptr;
+  std::vector<int64_t> header;
+  std::unique_ptr<Schedule> sched;
+  std::vector<ScratchPool::Lease> leases;
+  bool synchronous = false;
+  bool flush = false;
+  bool own_fresh = false;
+  bool complete = false;
+  PartialRoundInfo info;
+};
+
+Status PartialAllreduce::create(Communicator &comm, size_t count, quorum_dtype_t dtype,
+                                quorum_op_t op, const PartialOptions &options,
+                                std::unique_ptr<PartialAllreduce> *out) {
+  if (!out) return fail(QUORUM_ERR_INVALID_ARG, "partial", "partial_create: NULL output");
+  if (count == 0) {
+    return fail(QUORUM_ERR_INVALID_ARG, "partial", "partial_create: count 0 (nothing to reduce)");
+  }
+  uint8_t dummy = 0;
+  QUORUM_CHECK(validate_reduction("partial_create", &dummy, &dummy, count, dtype, op));
+  if (options.mode != QUORUM_PARTIAL_SOLO && options.mode != QUORUM_PARTIAL_MAJORITY) {
+    return fail(QUORUM_ERR_INVALID_ARG, "partial", "partial_create: unknown mode {}",
+                static_cast<int>(options.mode));
+  }
+  if (options.max_staleness > partial::kMaxStaleness) {
+    return fail(QUORUM_ERR_INVALID_ARG, "partial",
+                "partial_create: max_staleness {} is above {} (round ids in tags would wrap)",
+                options.max_staleness, partial::kMaxStaleness);
+  }
+  std::unique_ptr<PartialAllreduce> p(new PartialAllreduce(comm));
+  p->engine_ = &comm.engine();
+  p->transport_ = comm.transport();
+  p->rank_ = comm.rank();
+  p->size_ = comm.size();
+  p->count_ = count;
+  p->dtype_ = dtype;
+  p->op_ = op;
+  p->bytes_ = count * dtype_size(dtype);
+  p->opts_ = options;
+  p->object_id_ = comm.next_object_id();
+  p->joined_ = p->waited_ = options.first_round;
+  p->bitmap_words_ = (static_cast<size_t>(p->size_) + 31) / 32;
+  p->header_words_ = kHdrBitmaps + 2 * p->bitmap_words_;
+  p->histogram_.assign(p->size_ + 1, 0);
+  p->sent_to_.assign(p->size_, 0);
+  p->recv_from_.assign(p->size_, 0);
+  p->activation_tag_ = make_tag(CollKind::PartialControl, partial::activation_seq(p->object_id_),
+                                partial::kActivationStep);
+  p->buffers_.push_back(allocate_aligned(p->bytes_));
+  if (!p->buffers_.back()) {
+    return fail(QUORUM_ERR_NO_MEMORY, "partial", "accumulator of {} B", p->bytes_);
+  }
+  p->accumulator_ = p->buffers_.back().get();
+  p->clear_to_identity(p->accumulator_);
+  {
+    std::lock_guard<std::mutex> lock(p->engine_->mutex());
+    p->recvs_.resize(p->size_);
+    for (int q = 0; q < p->size_; ++q) {
+      if (q == p->rank_) continue;
+      p->recvs_[q] = std::make_unique<ActivationRecv>();
+      QUORUM_CHECK(p->post_activation_recv(q));
+    }
+  }
+  PartialAllreduce *self = p.get();
+  p->poller_id_ = p->engine_->add_poller([self] { return self->poll(); });
+  comm.want_progress_thread();
+  QLOG_DEBUG("partial", "created #{}: {} x {} {}, {}, max_staleness {}, {}", p->object_id_, count,
+             dtype_name(dtype), op_name(op),
+             options.mode == QUORUM_PARTIAL_SOLO ? "solo" : "majority", options.max_staleness,
+             options.carry ? "carry" : "drop");
+  *out = std::move(p);
+  return kOk;
+}
+
+PartialAllreduce::PartialAllreduce(Communicator &comm) : comm_(comm) {}
+
+PartialAllreduce::~PartialAllreduce() {
+  // Not destroyed collectively: release locally (rounds aborted, receives cancelled).
+  if (!destroyed_) release();
+}
+
+Status PartialAllreduce::release() {
+  {
+    std::lock_guard<std::mutex> lock(engine_->mutex());
+    destroyed_ = true;
+    abort_rounds_locked(QUORUM_ERR_INVALID_ARG);
+    for (auto &r : recvs_) {
+      if (r && r->posted && r->req.pending()) transport_->cancel(&r->req);
+    }
+    for (auto &s : sends_) {
+      if (s.req.pending()) transport_->cancel(&s.req);
+    }
+  }
+  // Wait until no task or transport request touches our buffers any more
+  // (cancellations may complete in a later progress pass).
+  Deadline deadline = Deadline::after_ms(knob_timeout_ms.get());
+  Status s = run_until(
+      *engine_, fmt::format("partial #{} release", object_id_),
+      [this, deadline](Status *st) {
+        bool quiet = true;
+        for (auto &snd : sends_) quiet &= !snd.req.pending();
+        for (auto &r : recvs_) quiet &= !(r && r->posted && r->req.pending());
+        for (auto &r : rounds_) quiet &= r->complete || r->sched->quiescent();
+        if (quiet) return TaskResult::Done;
+        if (deadline.expired()) {
+          *st = fail(QUORUM_ERR_TIMEOUT, "partial", "partial #{}: transfers did not stop",
+                     object_id_);
+          return TaskResult::Failed;
+        }
+        return TaskResult::Pending;
+      },
+      [] { return std::string("releasing"); });
+  if (poller_id_ >= 0) engine_->remove_poller(poller_id_);
+  poller_id_ = -1;
+  std::lock_guard<std::mutex> lock(engine_->mutex());
+  rounds_.clear();
+  sends_.clear();
+  return s;
+}
+
+// ---- buffers ----
+
+void PartialAllreduce::clear_to_identity(uint8_t *buf) const {
+  if (op_ == QUORUM_SUM || op_ == QUORUM_AVG) {
+    std::memset(buf, 0, bytes_);
+    return;
+  }
+  const bool prod = op_ == QUORUM_PROD, min = op_ == QUORUM_MIN;
+  switch (dtype_) {
+    case QUORUM_FLOAT32: {
+      const float inf = std::numeric_limits<float>::infinity();
+      fill<float>(buf, count_, prod ? 1.0f : min ? inf : -inf);
+      break;
+    }
+    case QUORUM_FLOAT64: {
+      const double inf = std::numeric_limits<double>::infinity();
+      fill<double>(buf, count_, prod ? 1.0 : min ? inf : -inf);
+      break;
+    }
+    case QUORUM_FLOAT16:
+      fill<uint16_t>(buf, count_, prod ? 0x3C00 : min ? 0x7C00 : 0xFC00);
+      break;
+    case QUORUM_BFLOAT16:
+      fill<uint16_t>(buf, count_, prod ? 0x3F80 : min ? 0x7F80 : 0xFF80);
+      break;
+    case QUORUM_INT32:
+      fill<int32_t>(buf, count_,
+                    prod  ? 1
+                    : min ? std::numeric_limits<int32_t>::max()
+                          : std::numeric_limits<int32_t>::min());
+      break;
+    case QUORUM_INT64:
+      fill<int64_t>(buf, count_,
+                    prod  ? 1
+                    : min ? std::numeric_limits<int64_t>::max()
+                          : std::numeric_limits<int64_t>::min());
+      break;
+  }
+}
+
+uint8_t *PartialAllreduce::take_free_buffer() {
+  if (!free_.empty()) {
+    uint8_t *b = free_.back();
+    free_.pop_back();
+    return b;
+  }
+  // One accumulator plus at most max_staleness + 1 round buffers.
+  if (buffers_.size() >= opts_.max_staleness + 2) return nullptr;
+  buffers_.push_back(allocate_aligned(bytes_));
+  if (!buffers_.back()) {
+    buffers_.pop_back();
+    return nullptr;
+  }
+  clear_to_identity(buffers_.back().get());
+  return buffers_.back().get();
+}
+
+size_t PartialAllreduce::buffers_allocated() const {
+  std::lock_guard<std::mutex> lock(engine_->mutex());
+  return buffers_.size();
+}
+
+// ---- state queries (mutex held) ----
+
+bool PartialAllreduce::sync_round(uint64_t round) const {
+  return partial::scheduled_sync_round(round, opts_.max_staleness);
+}
+
+PartialAllreduce::Round *PartialAllreduce::find_round(uint64_t round) {
+  for (auto &r : rounds_) {
+    if (r->id == round) return r.get();
+  }
+  return nullptr;
+}
+
+bool PartialAllreduce::round_complete(uint64_t round) const {
+  if (round >= joined_) return false;
+  for (const auto &r : rounds_) {
+    if (r->id == round) return r->complete;
+  }
+  return true;  // consumed already
+}
+
+void PartialAllreduce::fail_object(Status s) {
+  if (error_ != kOk) return;
+  error_ = s;
+  error_detail_ = last_error();
+  abort_rounds_locked(s);
+}
+
+void PartialAllreduce::abort_rounds_locked(Status s) {
+  for (auto &r : rounds_) {
+    if (!r->complete && !r->sched->done()) r->sched->abort(s);
+  }
+}
+
+bool PartialAllreduce::in_flight_locked(std::string *why) const {
+  if (posted_) {
+    *why = fmt::format("a post for round {} was not waited for", waited_);
+    return true;
+  }
+  if (joined_ > waited_) {
+    *why = fmt::format("rounds [{}, {}) were joined but not waited for", waited_, joined_);
+    return true;
+  }
+  return false;
+}
+
+// ---- activation ----
+
+Status PartialAllreduce::post_activation_recv(int peer) {
+  ActivationRecv &r = *recvs_[peer];
+  r.req.reset();
+  r.posted = true;
+  Status s = transport_->recv(peer, activation_tag_, &r.msg, sizeof(r.msg), &r.req);
+  if (s != kOk) {
+    r.posted = false;
+    fail_object(s);
+  }
+  return s;
+}
+
+Status PartialAllreduce::send_activations(uint64_t round, int root) {
+  for (int child : tree_children(rank_, root, size_)) {
+    sends_.emplace_back();
+    ActivationSend &s = sends_.back();
+    s.msg.round = round;
+    s.msg.root = static_cast<uint32_t>(root);
+    s.msg.object = static_cast<uint32_t>(object_id_);
+    ++sent_to_[child];
+    Status st = transport_->send(child, activation_tag_, &s.msg, sizeof(s.msg), &s.req);
+    if (st != kOk) {
+      fail_object(st);
+      return st;
+    }
+  }
+  return kOk;
+}
+
+Status PartialAllreduce::handle_activation(uint64_t round, int root) {
+  if (root < 0 || root >= size_) {
+    Status s = fail(QUORUM_ERR_MISMATCH, "partial",
+                    "partial #{} rank {}: activation of round {} names root {} outside [0, {})",
+                    object_id_, rank_, round, root, size_);
+    fail_object(s);
+    return s;
+  }
+  if (round < joined_) {
+    // Joined already. While the round runs, pass the message on so this tree
+    // still reaches every rank; once it completed, every rank has joined it.
+    if (!round_complete(round)) return send_activations(round, root);
+    return kOk;
+  }
+  if (round > joined_ || sync_round(round)) {
+    Status s = fail(QUORUM_ERR_MISMATCH, "partial",
+                    "partial #{} rank {}: activation of round {} by rank {} while this rank is at "
+                    "round {}{}: ranks disagree on the rounds (flush at different rounds, or "
+                    "different max_staleness?)",
+                    object_id_, rank_, round, root, joined_,
+                    sync_round(round) ? " (a synchronous round here)" : "");
+    fail_object(s);
+    return s;
+  }
+  QUORUM_CHECK(join(round, false, false, false));
+  return send_activations(round, root);
+}
+
+bool PartialAllreduce::poll_activations() {
+  bool any = false;
+  for (int q = 0; q < size_; ++q) {
+    if (q == rank_) continue;
+    ActivationRecv &r = *recvs_[q];
+    while (r.posted && !r.req.pending() && error_ == kOk) {
+      any = true;
+      r.posted = false;
+      if (r.req.state.load(std::memory_order_acquire) != TransportRequest::Done) {
+        Status s = r.req.status == QUORUM_ERR_TIMEOUT ? QUORUM_ERR_PEER_FAILED : r.req.status;
+        fail(s, "partial", "partial #{} rank {}: activation receive from rank {} failed ({}): {}",
+             object_id_, rank_, q, status_name(r.req.status),
+             transport_->peer_failed(q) ? "the rank is gone" : "transport error");
+        fail_object(s);
+        break;
+      }
+      ++recv_from_[q];
+      ActivationMsg msg = r.msg;
+      bool bad = r.req.bytes != sizeof(msg) || msg.object != static_cast<uint32_t>(object_id_);
+      if (post_activation_recv(q) != kOk) break;
+      if (bad) {
+        fail(QUORUM_ERR_MISMATCH, "partial",
+             "partial #{} rank {}: malformed activation from rank {} ({} B, object {})", object_id_,
+             rank_, q, r.req.bytes, msg.object);
+        fail_object(QUORUM_ERR_MISMATCH);
+        break;
+      }
+      if (handle_activation(msg.round, static_cast<int>(msg.root)) != kOk) break;
+    }
+  }
+  return any;
+}
+
+// ---- rounds ----
+
+Status PartialAllreduce::join(uint64_t round, bool self_activated, bool synchronous, bool flush) {
+  uint8_t *fresh_buf = take_free_buffer();
+  if (!fresh_buf) {
+    Status s = fail(QUORUM_ERR_NO_MEMORY, "partial",
+                    "partial #{} rank {}: no buffer to join round {} ({} allocated, {} B each)",
+                    object_id_, rank_, round, buffers_.size(), bytes_);
+    fail_object(s);
+    return s;
+  }
+  auto r = std::make_unique<Round>();
+  r->id = round;
+  r->buf = accumulator_;
+  accumulator_ = fresh_buf;
+  r->synchronous = synchronous;
+  r->flush = flush;
+  r->own_fresh = fresh_pending_;
+  r->info.round = round;
+  r->info.own_fresh = fresh_pending_;
+  r->info.post_ns = fresh_pending_ ? pending_post_ns_ : 0;
+  r->info.join_ns = now_ns();
+  fresh_pending_ = false;
+
+  r->header.assign(header_words_, 0);
+  r->header[kHdrRound] = static_cast<int64_t>(round & 0xffffffffu);
+  r->header[kHdrSync] = synchronous ? 1 : 0;
+  r->header[kHdrFlush] = flush ? 1 : 0;
+  const size_t word = static_cast<size_t>(rank_) / 32;
+  const int64_t bit = int64_t{1} << (rank_ % 32);
+  if (r->own_fresh) r->header[kHdrBitmaps + word] |= bit;
+  if (self_activated) r->header[kHdrBitmaps + bitmap_words_ + word] |= bit;
+
+  r->sched = std::make_unique<Schedule>(fmt::format("partial #{} round {}", object_id_, round));
+  CollArgs data{CollKind::Allreduce, r->buf, r->buf, count_, dtype_, op_, 0};
+  const AlgorithmInfo *algo = nullptr;
+  Status s = kOk;
+  TaskId last = -1;
+  Builder bd(*r->sched, transport_, rank_, size_, CollKind::PartialData,
+             round_seq(object_id_, round), comm_.scratch());
+  if (size_ == 1) {
+    s = build_allreduce_recursive_doubling(bd, data, &last);
+  } else {
+    s = select_algorithm(data, size_, &algo);
+    if (s == kOk) s = algo->build(bd, data, &last);
+  }
+  CollArgs hdr{CollKind::Allreduce,
+               r->header.data(),
+               r->header.data(),
+               header_words_,
+               QUORUM_INT64,
+               QUORUM_SUM,
+               0};
+  Builder bh(*r->sched, transport_, rank_, size_, CollKind::PartialControl,
+             round_seq(object_id_, round), comm_.scratch());
+  if (s == kOk) s = build_allreduce_recursive_doubling(bh, hdr, &last);
+  if (s != kOk) {
+    fail_object(s);
+    return s;
+  }
+  r->leases = bd.take_leases();
+  for (auto &l : bh.take_leases()) r->leases.push_back(std::move(l));
+  joined_ = round + 1;
+  r->sched->progress();
+  rounds_.push_back(std::move(r));
+  return kOk;
+}
+
+bool PartialAllreduce::progress_rounds() {
+  bool any = false;
+  for (auto &rp : rounds_) {
+    Round &r = *rp;
+    if (r.complete) continue;
+    any |= r.sched->progress();
+    if (!r.sched->done()) continue;
+    if (r.sched->status() != kOk) {
+      fail_object(r.sched->status());
+      return true;
+    }
+    // Check the header before trusting the round.
+    const auto &h = r.header;
+    const int64_t p = size_;
+    if (h[kHdrRound] != p * static_cast<int64_t>(r.id & 0xffffffffu) ||
+        (h[kHdrSync] != 0 && h[kHdrSync] != p) || (h[kHdrFlush] != 0 && h[kHdrFlush] != p)) {
+      fail(QUORUM_ERR_MISMATCH, "partial",
+           "partial #{} rank {}: round {} header disagrees across ranks (round sum {}, {} of {} "
+           "ranks synchronous, {} flushing): the ranks called post/wait/flush in different "
+           "orders",
+           object_id_, rank_, r.id, h[kHdrRound], h[kHdrSync], p, h[kHdrFlush]);
+      fail_object(QUORUM_ERR_MISMATCH);
+      return true;
+    }
+    r.complete = true;
+    r.leases.clear();
+    any = true;
+    PartialRoundInfo &info = r.info;
+    info.synchronous = h[kHdrSync] == p;
+    info.flush = h[kHdrFlush] == p;
+    info.complete_ns = now_ns();
+    info.fresh = 0;
+    info.initiator = -1;
+    info.fresh_ranks.clear();
+    for (int q = 0; q < size_; ++q) {
+      const size_t w = static_cast<size_t>(q) / 32;
+      const int64_t bit = int64_t{1} << (q % 32);
+      if (h[kHdrBitmaps + w] & bit) {
+        ++info.fresh;
+        info.fresh_ranks.push_back(q);
+      }
+      if (!info.synchronous && info.initiator < 0 && (h[kHdrBitmaps + bitmap_words_ + w] & bit)) {
+        info.initiator = q;
+      }
+    }
+  }
+  return any;
+}
+
+bool PartialAllreduce::poll() {
+  bool any = false;
+  for (auto it = sends_.begin(); it != sends_.end();) {
+    if (it->req.pending()) {
+      ++it;
+      continue;
+    }
+    if (it->req.state.load() == TransportRequest::Failed && !destroyed_ && error_ == kOk) {
+      fail(QUORUM_ERR_PEER_FAILED, "partial",
+           "partial #{} rank {}: activation send to rank {} failed ({})", object_id_, rank_,
+           it->req.peer, status_name(it->req.status));
+      fail_object(QUORUM_ERR_PEER_FAILED);
+    }
+    it = sends_.erase(it);
+    any = true;
+  }
+  // A failed or destroyed object only lets its aborted transfers finish.
+  if (error_ != kOk || destroyed_) return any;
+  any |= poll_activations();
+  any |= progress_rounds();
+  return any;
+}
+
+// ---- API ----
+
+Status PartialAllreduce::post(const void *contribution) {
+  if (!contribution) return fail(QUORUM_ERR_INVALID_ARG, "partial", "partial_post: NULL buffer");
+  if (buffer_kind(contribution) == BufferKind::Device) {
+    // Device memory: stage through a host buffer (accumulators live on the host).
+    if (!staging_) staging_ = allocate_aligned(bytes_);
+    if (!staging_) return fail(QUORUM_ERR_NO_MEMORY, "partial", "staging of {} B", bytes_);
+    QUORUM_CHECK(device_copy(staging_.get(), contribution, bytes_));
+    contribution = staging_.get();
+  }
+  Status s = kOk;
+  {
+    std::lock_guard<std::mutex> lock(engine_->mutex());
+    if (destroyed_) return fail(QUORUM_ERR_INVALID_ARG, "partial", "partial_post after destroy");
+    if (error_ != kOk) {
+      restore_last_error(error_detail_);
+      return error_;
+    }
+    if (posted_) {
+      return fail(QUORUM_ERR_INVALID_ARG, "partial",
+                  "partial_post: rank {} posted twice for round {} without a wait in between",
+                  rank_, waited_);
+    }
+    posted_ = true;
+    const uint64_t k = waited_;
+    if (k == joined_) {
+      s = reduce_into(accumulator_, contribution, count_, dtype_, op_);
+      if (s != kOk) return s;
+      fresh_pending_ = true;
+      pending_post_ns_ = now_ns();
+      if (sync_round(k)) {
+        s = join(k, false, true, false);
+      } else if (opts_.mode == QUORUM_PARTIAL_SOLO ||
+                 majority_initiator(opts_.seed, k, size_) == rank_) {
+        s = join(k, true, false, false);
+        if (s == kOk) s = send_activations(k, rank_);
+      }
+    } else if (opts_.carry) {
+      // Late: round k was joined without this post; it rides in a later round.
+      s = reduce_into(accumulator_, contribution, count_, dtype_, op_);
+      ++carried_;
+    } else {
+      ++dropped_;
+    }
+  }
+  engine_->progress_once();
+  engine_->wake();
+  return s;
+}
+
+Status PartialAllreduce::wait_for_round(uint64_t round, const char *what) {
+  const int64_t timeout = knob_timeout_ms.get();
+  Deadline deadline = Deadline::after_ms(timeout);
+  auto describe = [this, round] {
+    if (round >= joined_) {
+      if (sync_round(round)) return fmt::format("round {}: synchronous, not joined yet", round);
+      if (opts_.mode == QUORUM_PARTIAL_MAJORITY) {
+        return fmt::format("round {}: waiting for the activation by its initiator, rank {}", round,
+                           majority_initiator(opts_.seed, round, size_));
+      }
+      return fmt::format("round {}: waiting for an activation (no rank posted)", round);
+    }
+    Round *r = find_round(round);
+    if (!r) return fmt::format("round {}: consumed", round);
+    std::string peers;
+    for (int q : r->sched->waiting_peers()) peers += (peers.empty() ? "" : ",") + std::to_string(q);
+    return fmt::format("round {}: data phase waits for rank(s) [{}]: {}", round, peers,
+                       r->sched->stall_report());
+  };
+  Status s = run_until(
+      *engine_, fmt::format("partial #{} {} round {}", object_id_, what, round),
+      [this, round, deadline, timeout, describe](Status *st) {
+        if (error_ != kOk) {
+          restore_last_error(error_detail_);
+          *st = error_;
+          return TaskResult::Failed;
+        }
+        if (round_complete(round)) return TaskResult::Done;
+        if (deadline.expired()) {
+          *st = fail(QUORUM_ERR_TIMEOUT, "partial",
+                     "partial allreduce #{} on rank {} timed out after {} ms; {}", object_id_,
+                     rank_, timeout, describe());
+          fail_object(QUORUM_ERR_TIMEOUT);
+          return TaskResult::Failed;
+        }
+        return TaskResult::Pending;
+      },
+      describe);
+  if (s != kOk) {
+    std::lock_guard<std::mutex> lock(engine_->mutex());
+    if (!error_detail_.empty()) restore_last_error(error_detail_);
+    return error_ != kOk ? error_ : s;
+  }
+  return kOk;
+}
+
+Status PartialAllreduce::consume(void *result, PartialRoundInfo *info) {
+  std::unique_ptr<Round> r;
+  {
+    std::lock_guard<std::mutex> lock(engine_->mutex());
+    if (rounds_.empty() || rounds_.front()->id != waited_ || !rounds_.front()->complete) {
+      return fail(QUORUM_ERR_INTERNAL, "partial", "partial #{} rank {}: round {} not ready",
+                  object_id_, rank_, waited_);
+    }
+    r = std::move(rounds_.front());
+    rounds_.pop_front();
+    ++waited_;
+    posted_ = false;
+    ++histogram_[r->info.fresh];
+    last_info_ = r->info;
+  }
+  Status s = kOk;
+  if (buffer_kind(result) == BufferKind::Device) {
+    s = device_copy(result, r->buf, bytes_);
+  } else {
+    std::memcpy(result, r->buf, bytes_);
+  }
+  clear_to_identity(r->buf);
+  {
+    std::lock_guard<std::mutex> lock(engine_->mutex());
+    free_.push_back(r->buf);
+  }
+  if (info) *info = r->info;
+  return s;
+}
+
+Status PartialAllreduce::wait(void *result, PartialRoundInfo *info) {
+  if (!result) return fail(QUORUM_ERR_INVALID_ARG, "partial", "partial_wait: NULL result buffer");
+  uint64_t k;
+  {
+    std::lock_guard<std::mutex> lock(engine_->mutex());
+    if (destroyed_) return fail(QUORUM_ERR_INVALID_ARG, "partial", "partial_wait after destroy");
+    if (error_ != kOk) {
+      restore_last_error(error_detail_);
+      return error_;
+    }
+    k = waited_;
+    // Arriving at a synchronous round without a post: join with what we carry.
+    // Majority: the initiator waiting without a post activates its round (only
+    // it can; otherwise the round could never run).
+    if (k == joined_ && sync_round(k)) {
+      QUORUM_CHECK(join(k, false, true, false));
+    } else if (k == joined_ && !posted_ && opts_.mode == QUORUM_PARTIAL_MAJORITY &&
+               majority_initiator(opts_.seed, k, size_) == rank_) {
+      QUORUM_CHECK(join(k, true, false, false));
+      QUORUM_CHECK(send_activations(k, rank_));
+    }
+  }
+  QUORUM_CHECK(wait_for_round(k, "wait"));
+  return consume(result, info);
+}
+
+Status PartialAllreduce::flush(void *result, PartialRoundInfo *info) {
+  if (!result) return fail(QUORUM_ERR_INVALID_ARG, "partial", "partial_flush: NULL result buffer");
+  uint64_t k;
+  {
+    std::lock_guard<std::mutex> lock(engine_->mutex());
+    if (destroyed_) return fail(QUORUM_ERR_INVALID_ARG, "partial", "partial_flush after destroy");
+    if (error_ != kOk) {
+      restore_last_error(error_detail_);
+      return error_;
+    }
+    if (posted_) {
+      return fail(QUORUM_ERR_INVALID_ARG, "partial",
+                  "partial_flush: rank {} has a post for round {} that was not waited for", rank_,
+                  waited_);
+    }
+    k = waited_;
+    if (joined_ > k) {
+      return fail(QUORUM_ERR_MISMATCH, "partial",
+                  "partial_flush on rank {}: round {} was already activated by another rank's "
+                  "post; every rank must call flush at the same round",
+                  rank_, k);
+    }
+    QUORUM_CHECK(join(k, false, true, true));
+  }
+  QUORUM_CHECK(wait_for_round(k, "flush"));
+  return consume(result, info);
+}
+
+Status PartialAllreduce::destroy() {
+  std::string why;
+  bool in_flight = false, failed = false;
+  std::vector<int64_t> counts(size_ + 1, 0);
+  {
+    std::lock_guard<std::mutex> lock(engine_->mutex());
+    if (destroyed_) return fail(QUORUM_ERR_INVALID_ARG, "partial", "partial_destroy called twice");
+    in_flight = in_flight_locked(&why);
+    failed = error_ != kOk;
+    for (int q = 0; q < size_; ++q) counts[q] = sent_to_[q];
+    counts[size_] = in_flight ? 1 : 0;
+  }
+  Status result = kOk;
+  bool drain = false;
+  int64_t expected = 0;
+  if (!failed && size_ > 1) {
+    // Collective: how many activations were sent to each rank, and whether any
+    // rank still has rounds in flight (then nobody drains, all abort).
+    std::vector<int64_t> total(size_ + 1, 0);
+    result = comm_.allreduce(counts.data(), total.data(), counts.size(), QUORUM_INT64, QUORUM_SUM);
+    if (result == kOk) {
+      drain = total[size_] == 0;
+      expected = total[rank_];
+    }
+  }
+  if (drain) {
+    Deadline deadline = Deadline::after_ms(knob_timeout_ms.get());
+    result = run_until(
+        *engine_, fmt::format("partial #{} destroy", object_id_),
+        [this, expected, deadline](Status *st) {
+          int64_t got = 0;
+          for (int64_t n : recv_from_) got += n;
+          if (got >= expected && sends_.empty()) return TaskResult::Done;
+          if (error_ != kOk) {
+            *st = error_;
+            return TaskResult::Failed;
+          }
+          if (deadline.expired()) {
+            *st = fail(QUORUM_ERR_TIMEOUT, "partial",
+                       "partial #{} rank {}: destroy drained {} of {} activation messages",
+                       object_id_, rank_, got, expected);
+            return TaskResult::Failed;
+          }
+          return TaskResult::Pending;
+        },
+        [] { return std::string("draining activations"); });
+  }
+  Status q = release();
+  if (failed) {
+    restore_last_error(error_detail_);
+    return error_;
+  }
+  if (in_flight) {
+    return fail(QUORUM_ERR_INVALID_ARG, "partial",
+                "partial_destroy on rank {} with rounds in flight: {}; they were aborted (wait or "
+                "flush first)",
+                rank_, why);
+  }
+  if (result != kOk) return result;
+  return q;
+}
+
+uint64_t PartialAllreduce::next_round() const {
+  std::lock_guard<std::mutex> lock(engine_->mutex());
+  return waited_;
+}
+
+uint64_t PartialAllreduce::dropped() const {
+  std::lock_guard<std::mutex> lock(engine_->mutex());
+  return dropped_;
+}
+
+uint64_t PartialAllreduce::carried() const {
+  std::lock_guard<std::mutex> lock(engine_->mutex());
+  return carried_;
+}
+
+std::vector<uint64_t> PartialAllreduce::fresh_histogram() const {
+  std::lock_guard<std::mutex> lock(engine_->mutex());
+  return histogram_;
+}
+
+}  // namespace quorum

@@ -1,0 +1,218 @@
+// partial_allreduce.hpp: solo and majority allreduce (partial collectives after
+// eager-SGD), a persistent object over (count, dtype, op) on a communicator.
+//
+// Each rank repeats post(contribution) -> wait(result, info). Rounds are
+// numbered with 64-bit ids; a rank's k-th wait returns round k's result, so all
+// ranks apply the same results in the same order.
+//
+// Rules:
+// - A post belongs to the round this rank waits for next. Two posts without a
+//   wait in between are an error (INVALID_ARG). A wait without a post is fine:
+//   the rank consumes the round that others activated (its accumulator, maybe
+//   empty, is its input). In majority mode a wait without a post by the round's
+//   initiator activates the round (nobody else can).
+// - Activation. Solo: the first rank whose post for round k happens activates
+//   it. Majority: only initiator(seed, k) = splitmix64(seed ^ splitmix64(k)) % P
+//   does. The activator broadcasts {round, root} on the binomial tree rooted at
+//   itself (activation.hpp); every rank forwards along every tree it hears of
+//   while the round is not complete locally, so each tree reaches every rank
+//   even when several ranks activate the same round at once. A rank joins round
+//   k once, on the first activation it sees; later ones are discarded by round
+//   id (a completed round implies every rank joined it, so nothing is lost).
+//   Activation receives stay posted from every peer (one per peer, one tag per
+//   object, reposted after each message).
+// - Wire cost per round: activations: (number of activators) x (P-1) messages
+//   of 16 B (none in synchronous rounds); data: the ordinary allreduce picked
+//   by size (recursive doubling / ring, see algorithms/); header: recursive
+//   doubling over 3 + 2*ceil(P/32) int64 (log2 P steps).
+// - Snapshot. Joining takes the accumulator as the round's input and puts a
+//   cleared buffer (the op's identity) in its place, under the engine mutex that
+//   post also holds: a post lands wholly in one round.
+// - Carry (default): a post that missed its round (this rank had joined it
+//   already) stays in the accumulator and rides in the next round this rank
+//   joins, so every contribution is in exactly one round's sum. Drop: it is
+//   discarded and counted (dropped()).
+// - Each round reduces a small int64 header with its data: the round id (a
+//   cross-check), how many ranks joined it as synchronous, a bitmap of ranks
+//   whose post for this round made it in (fresh) and a bitmap of the ranks that
+//   activated it (initiator = lowest such rank; -1 for a synchronous round).
+// - Staleness: every (A+1)-th round (A = max_staleness) is synchronous: a rank
+//   joins it only when it arrives there itself (posts for it, or waits for it
+//   without posting), and no activation messages are sent. So no rank gets more
+//   than A rounds ahead of another; the fast rank's wait for the synchronous
+//   round blocks until the slow rank posts (or waits) for it. A = 0: every round
+//   is a plain allreduce.
+// - Memory: one accumulator plus up to A+1 round buffers (rounds joined but not
+//   yet waited for hold their results), allocated on demand: at most (A+2) x
+//   count x dtype size, plus the allreduce's scratch per round in flight.
+// - Tags: [object id: 8 bits][round: low 20 bits] in the sequence field; at most
+//   A+2 rounds of one object are in flight and A < 2^19, so the low bits are
+//   unambiguous. Object ids come from Communicator::next_object_id() (creation
+//   is collective); two live objects whose ids differ by a multiple of 256
+//   would share tags.
+// - flush() is collective: a synchronous round in which every rank gives up its
+//   whole accumulator; with carry, after flush the sum of all results equals the
+//   sum of all posts. It must be called at the same round on every rank, with no
+//   post pending.
+// - Progress: a poller on the engine answers activations and drives the rounds'
+//   schedules; the communicator's progress thread runs it while the caller
+//   computes. With QUORUM_PROGRESS_THREAD=off, rounds advance only while some
+//   rank is inside a quorum call (post, wait, flush or any collective).
+// - Buffers may be host or CUDA device memory; device buffers are staged
+//   through host memory (accumulators and round buffers live on the host).
+// - Errors: a failed peer (failed activation receive or data transfer) fails the
+//   object with PEER_FAILED; a wait that sees no progress for QUORUM_TIMEOUT_MS
+//   fails it with TIMEOUT naming what it waits for. A failed object answers
+//   every later call with the same error.
+// - Use: one thread per object; destroy objects before finalizing their
+//   communicator.
+// - destroy() is collective like create: the ranks exchange how many activation
+//   messages each sent to each other and drain them, so no activation is left
+//   unmatched. With rounds in flight it aborts them and returns INVALID_ARG.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <list>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "collectives/communicator.hpp"
+#include "runtime/memory.hpp"
+
+namespace quorum {
+
+struct PartialOptions {
+  quorum_partial_mode_t mode = QUORUM_PARTIAL_SOLO;
+  uint64_t max_staleness = 32;
+  bool carry = true;
+  uint64_t seed = 0;
+  uint64_t first_round = 0;  // tests: start the round counter high (same on every rank)
+};
+
+// What wait() reports about a round, with timestamps for benchmarks.
+struct PartialRoundInfo {
+  uint64_t round = 0;
+  int fresh = 0;
+  bool own_fresh = false;
+  int initiator = -1;
+  bool synchronous = false;
+  bool flush = false;
+  uint64_t post_ns = 0;      // this rank's post for the round (0: none or late)
+  uint64_t join_ns = 0;      // this rank joined (activation seen / arrived)
+  uint64_t complete_ns = 0;  // data phase done on this rank
+  std::vector<int> fresh_ranks;
+};
+
+class PartialAllreduce {
+ public:
+  // Collective over the communicator (same order of creation on every rank).
+  static Status create(Communicator &comm, size_t count, quorum_dtype_t dtype, quorum_op_t op,
+                       const PartialOptions &options, std::unique_ptr<PartialAllreduce> *out);
+  ~PartialAllreduce();
+  PartialAllreduce(const PartialAllreduce &) = delete;
+  PartialAllreduce &operator=(const PartialAllreduce &) = delete;
+
+  Status post(const void *contribution);
+  Status wait(void *result, PartialRoundInfo *info = nullptr);
+  Status flush(void *result, PartialRoundInfo *info = nullptr);
+  // Collective; after it only the destructor may be called.
+  Status destroy();
+
+  // Statistics (read by the caller's thread; take the engine mutex).
+  uint64_t next_round() const;  // the round the next wait returns
+  uint64_t dropped() const;     // drop mode: late posts discarded
+  uint64_t carried() const;     // carry mode: late posts carried into a later round
+  // fresh_histogram()[f]: how many rounds this rank waited for had f fresh ranks.
+  std::vector<uint64_t> fresh_histogram() const;
+  const PartialRoundInfo &last_info() const { return last_info_; }
+  uint64_t object_id() const { return object_id_; }
+  size_t buffers_allocated() const;
+
+ private:
+  struct Round;
+  class WaitTask;
+  explicit PartialAllreduce(Communicator &comm);
+
+  // All below run with the engine mutex held.
+  bool poll();
+  bool poll_activations();
+  bool progress_rounds();
+  Status handle_activation(uint64_t round, int root);
+  Status join(uint64_t round, bool self_activated, bool synchronous, bool flush);
+  Status send_activations(uint64_t round, int root);
+  Status post_activation_recv(int peer);
+  Round *find_round(uint64_t round);
+  bool round_complete(uint64_t round) const;
+  bool sync_round(uint64_t round) const;
+  void fail_object(Status s);
+  uint8_t *take_free_buffer();
+  void clear_to_identity(uint8_t *buf) const;
+  Status wait_for_round(uint64_t round, const char *what);
+  Status consume(void *result, PartialRoundInfo *info);
+  bool in_flight_locked(std::string *why) const;
+  void abort_rounds_locked(Status s);
+  // Aborts rounds, cancels transfers, waits until they stop, removes the poller.
+  Status release();
+
+  Communicator &comm_;
+  ProgressEngine *engine_ = nullptr;
+  Transport *transport_ = nullptr;
+  int rank_ = 0;
+  int size_ = 1;
+  size_t count_ = 0;
+  size_t bytes_ = 0;
+  quorum_dtype_t dtype_ = QUORUM_FLOAT32;
+  quorum_op_t op_ = QUORUM_SUM;
+  PartialOptions opts_;
+  uint64_t object_id_ = 0;
+  int poller_id_ = -1;
+  size_t header_words_ = 0;
+  size_t bitmap_words_ = 0;
+
+  // Buffers: the accumulator plus a free list (cleared to the op's identity).
+  std::vector<AlignedBuffer> buffers_;
+  uint8_t *accumulator_ = nullptr;
+  std::vector<uint8_t *> free_;
+  AlignedBuffer staging_;  // host copy of a device-memory contribution
+
+  // Round bookkeeping (engine mutex).
+  uint64_t joined_ = 0;         // next round to join
+  uint64_t waited_ = 0;         // next round wait() returns
+  bool posted_ = false;         // posted for round waited_ and not yet waited
+  bool fresh_pending_ = false;  // accumulator holds a post for round joined_
+  uint64_t pending_post_ns_ = 0;
+  std::deque<std::unique_ptr<Round>> rounds_;  // joined, not yet consumed
+  uint64_t dropped_ = 0;
+  uint64_t carried_ = 0;
+  std::vector<uint64_t> histogram_;
+
+  // Activation messages.
+  struct ActivationMsg {
+    uint64_t round;
+    uint32_t root;
+    uint32_t object;
+  };
+  struct ActivationRecv {
+    ActivationMsg msg{};
+    TransportRequest req;
+    bool posted = false;
+  };
+  struct ActivationSend {
+    ActivationMsg msg{};
+    TransportRequest req;
+  };
+  std::vector<std::unique_ptr<ActivationRecv>> recvs_;  // per peer
+  std::list<ActivationSend> sends_;
+  std::vector<int64_t> sent_to_;    // activation messages sent to each peer
+  std::vector<int64_t> recv_from_;  // received from each peer
+  uint64_t activation_tag_ = 0;
+
+  Status error_ = kOk;
+  std::string error_detail_;
+  bool destroyed_ = false;
+  PartialRoundInfo last_info_;
+};
+
+}  // namespace quorum

@@ -1,0 +1,89 @@
+// partial_c_api.cpp: the partial-collective functions of the C API
+// (quorum_partial_*) over PartialAllreduce.
+#include <cstring>
+#include <new>
+
+#include "collectives/c_api_handles.hpp"
+#include "collectives/partial/partial_allreduce.hpp"
+
+using quorum::fail;
+using quorum::PartialAllreduce;
+using quorum::Status;
+
+struct quorum_partial {
+  std::unique_ptr<PartialAllreduce> obj;
+};
+
+#define CHECK_PARTIAL(p)                                                                   \
+  do {                                                                                     \
+    if ((p) == nullptr || !(p)->obj) {                                                     \
+      return fail(QUORUM_ERR_INVALID_ARG, "api", "{}: NULL partial collective", __func__); \
+    }                                                                                      \
+  } while (0)
+
+extern "C" {
+
+quorum_status_t quorum_partial_create(quorum_comm_t comm, size_t count, quorum_dtype_t dtype,
+                                      quorum_op_t op, const quorum_partial_opts_t *opts,
+                                      quorum_partial_t *partial) {
+  if (!partial) return fail(QUORUM_ERR_INVALID_ARG, "api", "quorum_partial_create: NULL output");
+  *partial = nullptr;
+  if (!comm || !comm->comm) {
+    return fail(QUORUM_ERR_INVALID_ARG, "api", "quorum_partial_create: NULL communicator");
+  }
+  quorum::PartialOptions o;
+  if (opts) {
+    // Read the mode as an integer: a C caller may pass any value.
+    int mode = 0;
+    static_assert(sizeof(opts->mode) == sizeof(int), "enum of int size");
+    std::memcpy(&mode, &opts->mode, sizeof(int));
+    if (mode != QUORUM_PARTIAL_SOLO && mode != QUORUM_PARTIAL_MAJORITY) {
+      return fail(QUORUM_ERR_INVALID_ARG, "api", "quorum_partial_create: unknown mode {}", mode);
+    }
+    o.mode = static_cast<quorum_partial_mode_t>(mode);
+    o.max_staleness = opts->max_staleness;
+    o.carry = opts->carry != 0;
+    o.seed = opts->seed;
+  }
+  std::unique_ptr<PartialAllreduce> obj;
+  QUORUM_CHECK(PartialAllreduce::create(*comm->comm, count, dtype, op, o, &obj));
+  auto *h = new (std::nothrow) quorum_partial;
+  if (!h) return fail(QUORUM_ERR_NO_MEMORY, "api", "partial collective handle");
+  h->obj = std::move(obj);
+  *partial = h;
+  return QUORUM_OK;
+}
+
+quorum_status_t quorum_partial_post(quorum_partial_t partial, const void *contribution) {
+  CHECK_PARTIAL(partial);
+  return partial->obj->post(contribution);
+}
+
+quorum_status_t quorum_partial_wait(quorum_partial_t partial, void *result,
+                                    quorum_round_info_t *info) {
+  CHECK_PARTIAL(partial);
+  quorum::PartialRoundInfo ri;
+  Status s = partial->obj->wait(result, &ri);
+  if (s == QUORUM_OK && info) {
+    info->round = ri.round;
+    info->fresh = ri.fresh;
+    info->own_fresh = ri.own_fresh ? 1 : 0;
+    info->initiator = ri.initiator;
+  }
+  return s;
+}
+
+quorum_status_t quorum_partial_flush(quorum_partial_t partial, void *result) {
+  CHECK_PARTIAL(partial);
+  return partial->obj->flush(result);
+}
+
+/* Collective; the handle is released whatever the outcome. */
+quorum_status_t quorum_partial_destroy(quorum_partial_t partial) {
+  CHECK_PARTIAL(partial);
+  Status s = partial->obj->destroy();
+  delete partial;
+  return s;
+}
+
+}  // extern "C"

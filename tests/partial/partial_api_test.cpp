@@ -1,0 +1,269 @@
+// partial_api_test.cpp: the C API of partial collectives (quorum_partial_*),
+// argument errors, misuse (post twice, flush with a post pending, destroy with
+// rounds in flight), a single rank, and a rank that never joins (timeout).
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <thread>
+#include <vector>
+
+#include "collectives/c_api_handles.hpp"
+#include "runtime/bootstrap/thread_group_bootstrap.hpp"
+#include "runtime/knobs.hpp"
+#include "tests/partial/partial_cases.hpp"
+#include "tests/support/thread_ranks.hpp"
+
+namespace quorum {
+namespace {
+
+using test::run_ranks;
+
+class KnobOverride {
+ public:
+  KnobOverride(const char *name, const char *value) : knob_(find_knob(name)) {
+    knob_->set_override(std::string(value));
+  }
+  ~KnobOverride() { knob_->set_override(std::nullopt); }
+
+ private:
+  KnobBase *knob_;
+};
+
+// Runs P ranks, each with a C handle (quorum_comm_t) over inproc.
+void run_c_ranks(int p, const std::function<void(quorum_comm_t)> &body) {
+  auto group = ThreadGroup::create(p);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < p; ++r) {
+    threads.emplace_back([&, r] {
+      CommOptions o;
+      o.transport = "inproc";
+      auto *h = new quorum_comm;
+      ASSERT_EQ(Communicator::create(group->bootstrap(r), &h->comm, o), QUORUM_OK);
+      body(h);
+      EXPECT_EQ(quorum_finalize(h), QUORUM_OK) << last_error();
+    });
+  }
+  for (auto &t : threads) t.join();
+}
+
+TEST(PartialCApi, SoloRoundsFlushAndInfo) {
+  for (int p : {2, 3, 5}) {
+    run_c_ranks(p, [p](quorum_comm_t comm) {
+      const int r = quorum_comm_rank(comm);
+      quorum_partial_opts_t opts{QUORUM_PARTIAL_SOLO, 2, 1, 0};
+      quorum_partial_t pa = nullptr;
+      ASSERT_EQ(quorum_partial_create(comm, 3, QUORUM_FLOAT32, QUORUM_SUM, &opts, &pa), QUORUM_OK)
+          << quorum_last_error();
+      float in[3], out[3];
+      double posted = 0, got = 0;
+      for (unsigned k = 0; k < 9; ++k) {
+        for (int i = 0; i < 3; ++i) in[i] = static_cast<float>(r + k + i);
+        posted += in[0];
+        ASSERT_EQ(quorum_partial_post(pa, in), QUORUM_OK);
+        quorum_round_info_t info;
+        ASSERT_EQ(quorum_partial_wait(pa, out, &info), QUORUM_OK) << quorum_last_error();
+        EXPECT_EQ(info.round, k);
+        EXPECT_GE(info.fresh, 1);
+        EXPECT_LE(info.fresh, p);
+        if (k % 3 == 2) {
+          EXPECT_EQ(info.initiator, -1) << "synchronous round";
+          EXPECT_EQ(info.fresh, p);
+          EXPECT_EQ(info.own_fresh, 1);
+        }
+        got += out[0];
+      }
+      ASSERT_EQ(quorum_partial_flush(pa, out), QUORUM_OK) << quorum_last_error();
+      got += out[0];
+      double all_posted = 0;
+      ASSERT_EQ(quorum_allreduce(comm, &posted, &all_posted, 1, QUORUM_FLOAT64, QUORUM_SUM),
+                QUORUM_OK);
+      EXPECT_EQ(got, all_posted);
+      EXPECT_EQ(quorum_partial_destroy(pa), QUORUM_OK) << quorum_last_error();
+    });
+  }
+}
+
+TEST(PartialCApi, ArgumentErrors) {
+  run_c_ranks(2, [](quorum_comm_t comm) {
+    quorum_partial_t pa = nullptr;
+    EXPECT_EQ(quorum_partial_create(nullptr, 4, QUORUM_INT64, QUORUM_SUM, nullptr, &pa),
+              QUORUM_ERR_INVALID_ARG);
+    EXPECT_EQ(quorum_partial_create(comm, 4, QUORUM_INT64, QUORUM_SUM, nullptr, nullptr),
+              QUORUM_ERR_INVALID_ARG);
+    EXPECT_EQ(quorum_partial_create(comm, 0, QUORUM_INT64, QUORUM_SUM, nullptr, &pa),
+              QUORUM_ERR_INVALID_ARG);
+    EXPECT_NE(std::string(quorum_last_error()).find("count 0"), std::string::npos);
+    EXPECT_EQ(
+        quorum_partial_create(comm, 4, static_cast<quorum_dtype_t>(99), QUORUM_SUM, nullptr, &pa),
+        QUORUM_ERR_INVALID_ARG);
+    quorum_partial_opts_t bad{static_cast<quorum_partial_mode_t>(7), 1, 1, 0};
+    EXPECT_EQ(quorum_partial_create(comm, 4, QUORUM_INT64, QUORUM_SUM, &bad, &pa),
+              QUORUM_ERR_INVALID_ARG);
+    quorum_partial_opts_t huge{QUORUM_PARTIAL_SOLO, 1u << 30, 1, 0};
+    EXPECT_EQ(quorum_partial_create(comm, 4, QUORUM_INT64, QUORUM_SUM, &huge, &pa),
+              QUORUM_ERR_INVALID_ARG);
+    EXPECT_EQ(pa, nullptr);
+    EXPECT_EQ(quorum_partial_post(nullptr, nullptr), QUORUM_ERR_INVALID_ARG);
+    EXPECT_EQ(quorum_partial_wait(nullptr, nullptr, nullptr), QUORUM_ERR_INVALID_ARG);
+    EXPECT_EQ(quorum_partial_flush(nullptr, nullptr), QUORUM_ERR_INVALID_ARG);
+    EXPECT_EQ(quorum_partial_destroy(nullptr), QUORUM_ERR_INVALID_ARG);
+
+    // Defaults (NULL opts); then misuse on a live object.
+    ASSERT_EQ(quorum_partial_create(comm, 4, QUORUM_INT64, QUORUM_SUM, nullptr, &pa), QUORUM_OK);
+    int64_t v[4] = {1, 2, 3, 4}, out[4];
+    EXPECT_EQ(quorum_partial_post(pa, nullptr), QUORUM_ERR_INVALID_ARG);
+    EXPECT_EQ(quorum_partial_wait(pa, nullptr, nullptr), QUORUM_ERR_INVALID_ARG);
+    ASSERT_EQ(quorum_partial_post(pa, v), QUORUM_OK);
+    EXPECT_EQ(quorum_partial_post(pa, v), QUORUM_ERR_INVALID_ARG);
+    EXPECT_NE(std::string(quorum_last_error()).find("posted twice"), std::string::npos)
+        << quorum_last_error();
+    EXPECT_EQ(quorum_partial_flush(pa, out), QUORUM_ERR_INVALID_ARG);
+    ASSERT_EQ(quorum_partial_wait(pa, out, nullptr), QUORUM_OK) << quorum_last_error();
+    ASSERT_EQ(quorum_partial_flush(pa, out), QUORUM_OK) << quorum_last_error();
+    EXPECT_EQ(quorum_partial_destroy(pa), QUORUM_OK) << quorum_last_error();
+  });
+}
+
+TEST(PartialCApi, OtherOpsUseTheirIdentity) {
+  run_c_ranks(3, [](quorum_comm_t comm) {
+    const int r = quorum_comm_rank(comm);
+    for (quorum_op_t op : {QUORUM_MAX, QUORUM_MIN, QUORUM_PROD}) {
+      quorum_partial_opts_t opts{QUORUM_PARTIAL_SOLO, 0, 1, 0};
+      quorum_partial_t pa = nullptr;
+      ASSERT_EQ(quorum_partial_create(comm, 2, QUORUM_INT32, op, &opts, &pa), QUORUM_OK);
+      int32_t in[2] = {r + 2, -r - 2}, out[2];
+      ASSERT_EQ(quorum_partial_post(pa, in), QUORUM_OK);
+      ASSERT_EQ(quorum_partial_wait(pa, out, nullptr), QUORUM_OK) << quorum_last_error();
+      if (op == QUORUM_MAX) {
+        EXPECT_EQ(out[0], 4);
+      }
+      if (op == QUORUM_MIN) {
+        EXPECT_EQ(out[1], -4);
+      }
+      if (op == QUORUM_PROD) {
+        EXPECT_EQ(out[0], 24);
+      }
+      // A flush with nothing carried gives the identity's reduction.
+      ASSERT_EQ(quorum_partial_flush(pa, out), QUORUM_OK);
+      if (op == QUORUM_PROD) {
+        EXPECT_EQ(out[0], 1);
+      }
+      EXPECT_EQ(quorum_partial_destroy(pa), QUORUM_OK);
+    }
+  });
+}
+
+TEST(PartialErrors, DestroyWithRoundsInFlightIsAnErrorNotAHang) {
+  KnobOverride timeout("QUORUM_TIMEOUT_MS", "3000");
+  for (int p : {2, 4}) {
+    run_ranks(p, [](Communicator &c) {
+      PartialOptions o;
+      std::unique_ptr<PartialAllreduce> pa;
+      ASSERT_EQ(PartialAllreduce::create(c, 100000, QUORUM_FLOAT32, QUORUM_SUM, o, &pa), QUORUM_OK);
+      std::vector<float> v(100000, 1.0f);
+      ASSERT_EQ(pa->post(v.data()), QUORUM_OK);
+      Status s = pa->destroy();
+      EXPECT_EQ(s, QUORUM_ERR_INVALID_ARG) << last_error();
+      EXPECT_NE(std::string(last_error()).find("in flight"), std::string::npos) << last_error();
+      EXPECT_EQ(pa->post(v.data()), QUORUM_ERR_INVALID_ARG);
+      EXPECT_EQ(pa->destroy(), QUORUM_ERR_INVALID_ARG);
+      // The communicator still works.
+      int one = 1, sum = 0;
+      ASSERT_EQ(c.allreduce(&one, &sum, 1, QUORUM_INT32, QUORUM_SUM), QUORUM_OK);
+      EXPECT_EQ(sum, c.size());
+    });
+  }
+}
+
+TEST(PartialErrors, MajorityInitiatorThatNeverPostsTimesOutNamingIt) {
+  KnobOverride timeout("QUORUM_TIMEOUT_MS", "400");
+  run_ranks(
+      3,
+      [](Communicator &c) {
+        PartialOptions o;
+        o.mode = QUORUM_PARTIAL_MAJORITY;
+        o.seed = 5;
+        std::unique_ptr<PartialAllreduce> pa;
+        ASSERT_EQ(PartialAllreduce::create(c, 4, QUORUM_INT64, QUORUM_SUM, o, &pa), QUORUM_OK);
+        const int init = partial::majority_initiator(5, 0, 3);
+        int64_t v[4] = {1, 1, 1, 1};
+        if (c.rank() != init) {
+          ASSERT_EQ(pa->post(v), QUORUM_OK);
+          Status s = pa->wait(v);
+          EXPECT_EQ(s, QUORUM_ERR_TIMEOUT);
+          std::string e = last_error();
+          EXPECT_NE(e.find("initiator, rank " + std::to_string(init)), std::string::npos) << e;
+        }
+        // Everyone releases locally (no collective destroy after a failure).
+        std::this_thread::sleep_for(std::chrono::milliseconds(c.rank() == init ? 1000 : 600));
+        pa.reset();
+      },
+      "inproc", {}, false);
+}
+
+TEST(PartialErrors, FlushAtDifferentRoundsIsAMismatchNotAHang) {
+  KnobOverride timeout("QUORUM_TIMEOUT_MS", "2000");
+  for (int p : {2, 3}) {
+    run_ranks(
+        p,
+        [](Communicator &c) {
+          PartialOptions o;
+          o.max_staleness = 8;
+          std::unique_ptr<PartialAllreduce> pa;
+          ASSERT_EQ(PartialAllreduce::create(c, 4, QUORUM_INT64, QUORUM_SUM, o, &pa), QUORUM_OK);
+          int64_t v[4] = {1, 2, 3, 4};
+          Status s;
+          if (c.rank() == 0) {
+            s = pa->flush(v);  // the others post for this round instead
+          } else {
+            s = pa->post(v);
+            if (s == QUORUM_OK) s = pa->wait(v);
+          }
+          // The flushing rank always learns of the mismatch: either its flush
+          // finds the round activated already (the round then runs as an
+          // ordinary one for the others), or the round's header disagrees.
+          if (c.rank() == 0) {
+            EXPECT_EQ(s, QUORUM_ERR_MISMATCH) << last_error();
+          } else {
+            EXPECT_TRUE(s == QUORUM_OK || s == QUORUM_ERR_MISMATCH || s == QUORUM_ERR_TIMEOUT)
+                << "rank " << c.rank() << ": " << last_error();
+          }
+          pa.reset();
+        },
+        "inproc", {}, false);
+  }
+}
+
+TEST(PartialErrors, RankThatNeverArrivesAtASynchronousRoundTimesOutNamingIt) {
+  KnobOverride timeout("QUORUM_TIMEOUT_MS", "300");
+  run_ranks(
+      3,
+      [](Communicator &c) {
+        PartialOptions o;
+        o.max_staleness = 0;
+        std::unique_ptr<PartialAllreduce> pa;
+        ASSERT_EQ(PartialAllreduce::create(c, 4, QUORUM_INT64, QUORUM_SUM, o, &pa), QUORUM_OK);
+        int64_t v[4] = {1, 2, 3, 4};
+        if (c.rank() != 2) {
+          ASSERT_EQ(pa->post(v), QUORUM_OK);
+          EXPECT_EQ(pa->wait(v), QUORUM_ERR_TIMEOUT);
+          std::string e = last_error();
+          EXPECT_NE(e.find("timed out"), std::string::npos) << e;
+          EXPECT_NE(e.find("round 0"), std::string::npos) << e;
+          EXPECT_EQ(pa->wait(v), QUORUM_ERR_TIMEOUT) << "the object keeps its error";
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(c.rank() == 2 ? 700 : 400));
+        pa.reset();
+      },
+      "inproc", {}, false);
+}
+
+TEST(PartialSingleRank, RoundsAreTheOwnPost) {
+  run_ranks(1, [](Communicator &c) {
+    test::partial_cases::conservation(c, QUORUM_PARTIAL_SOLO, 2, 8, 0);
+    test::partial_cases::conservation(c, QUORUM_PARTIAL_MAJORITY, 0, 5, 0);
+  });
+}
+
+}  // namespace
+}  // namespace quorum

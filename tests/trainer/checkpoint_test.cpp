@@ -1,0 +1,258 @@
+// checkpoint_test.cpp: checkpoints round-trip, are written atomically, reject
+// corrupt files and mismatched runs, and a run stopped and resumed ends
+// bit-identical to one never interrupted. Also: the trainer learns the
+// synthetic set, and the learning-rate schedule.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <string>
+
+#include "trainer/checkpoint.hpp"
+#include "trainer/lr_schedule.hpp"
+#include "trainer/trainer.hpp"
+
+namespace quorum::trainer {
+namespace {
+
+class TempDir {
+ public:
+  TempDir() {
+    char tmpl[] = "/tmp/quorum_checkpoint_test_XXXXXX";
+    path_ = mkdtemp(tmpl);
+  }
+  ~TempDir() { std::system(("rm -rf '" + path_ + "'").c_str()); }
+  std::string file(const std::string &name) const { return path_ + "/" + name; }
+  int entries() const {
+    int n = 0;
+    std::string cmd = "ls -A '" + path_ + "' | wc -l";
+    FILE *p = popen(cmd.c_str(), "r");
+    if (p && std::fscanf(p, "%d", &n) != 1) n = -1;
+    if (p) pclose(p);
+    return n;
+  }
+
+ private:
+  std::string path_;
+};
+
+TrainingState sample_state() {
+  TrainingState s;
+  s.model = "fm-s";
+  s.seed = 9, s.batch = 32, s.world = 1, s.global_step = 17, s.epoch = 1, s.step_in_epoch = 3;
+  s.epoch_loss_sum = 12.5, s.epoch_correct = 40, s.epoch_images = 96;
+  for (int i = 0; i < 1000; ++i) {
+    s.params.push_back(float(i) * 0.5f - 3.f);
+    s.momentum.push_back(float(i) * -0.25f);
+  }
+  return s;
+}
+
+TEST(Checkpoint, RoundTripAtomic) {
+  TempDir d;
+  const std::string path = d.file("ckpt");
+  TrainingState a = sample_state(), b;
+  ASSERT_EQ(save_checkpoint(path, a), kOk) << last_error();
+  EXPECT_EQ(d.entries(), 1) << "temporary file left behind";
+  ASSERT_EQ(load_checkpoint(path, &b), kOk) << last_error();
+  EXPECT_EQ(b.model, a.model);
+  EXPECT_EQ(b.seed, a.seed);
+  EXPECT_EQ(b.global_step, a.global_step);
+  EXPECT_EQ(b.step_in_epoch, a.step_in_epoch);
+  EXPECT_EQ(b.epoch_loss_sum, a.epoch_loss_sum);
+  EXPECT_EQ(b.params, a.params);
+  EXPECT_EQ(b.momentum, a.momentum);
+  // Overwriting replaces the file whole.
+  a.global_step = 18;
+  ASSERT_EQ(save_checkpoint(path, a), kOk);
+  ASSERT_EQ(load_checkpoint(path, &b), kOk);
+  EXPECT_EQ(b.global_step, 18);
+}
+
+TEST(Checkpoint, RejectsCorruptTruncatedAndForeignFiles) {
+  TempDir d;
+  const std::string path = d.file("ckpt");
+  ASSERT_EQ(save_checkpoint(path, sample_state()), kOk);
+  std::string bytes;
+  {
+    std::ifstream f(path, std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(f), {});
+  }
+  TrainingState s;
+  auto expect_rejected = [&](const std::string &content, const char *why) {
+    std::ofstream(path, std::ios::binary) << content;
+    ASSERT_NE(load_checkpoint(path, &s), kOk) << why;
+    EXPECT_NE(std::string(last_error()).find(path), std::string::npos) << last_error();
+  };
+  std::string flipped = bytes;
+  flipped[bytes.size() / 2] ^= 1;
+  expect_rejected(flipped, "one flipped bit");
+  expect_rejected(bytes.substr(0, bytes.size() - 9), "truncated");
+  expect_rejected("hello, not a checkpoint", "foreign file");
+  ASSERT_NE(load_checkpoint(d.file("missing"), &s), kOk);
+  EXPECT_NE(std::string(last_error()).find("missing"), std::string::npos);
+  ASSERT_NE(save_checkpoint(d.file("no/such/dir/ckpt"), sample_state()), kOk);
+}
+
+TEST(LrSchedule, LinearScalingAndWarmup) {
+  LrSchedule s{0.1, 64, 256, 10};
+  EXPECT_DOUBLE_EQ(s.peak(), 0.4);
+  EXPECT_NEAR(s.at(0), 0.1 + 0.3 * 0.1, 1e-12);
+  EXPECT_NEAR(s.at(4), 0.1 + 0.3 * 0.5, 1e-12);
+  EXPECT_DOUBLE_EQ(s.at(9), 0.4);
+  EXPECT_DOUBLE_EQ(s.at(1000), 0.4);
+  LrSchedule flat{0.05, 64, 64, 0};
+  EXPECT_DOUBLE_EQ(flat.at(0), 0.05);
+}
+
+class Training : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    SyntheticOptions o;
+    o.train_count = 512;
+    o.test_count = 128;
+    make_synthetic(o, &data_);
+    cfg_.batch = 32;  // 16 steps per epoch
+    cfg_.epochs = 3;
+    cfg_.lr = 0.02;
+    cfg_.weight_decay = 1e-4;
+    cfg_.seed = 5;
+  }
+  TrainResult run(const TrainConfig &cfg) {
+    std::unique_ptr<Backend> be;
+    EXPECT_EQ(make_backend("cpu", BackendOptions{}, &be), kOk);
+    LocalGradientReducer reducer;
+    TrainResult r;
+    EXPECT_EQ(train(cfg, be.get(), data_, &reducer, nullptr, &r), kOk) << last_error();
+    return r;
+  }
+  DataSplit data_;
+  TrainConfig cfg_;
+};
+
+TEST_F(Training, LearnsTheSyntheticSet) {
+  TrainResult r = run(cfg_);
+  EXPECT_EQ(r.global_step, 48);
+  EXPECT_GT(r.last.test_accuracy, 0.9);
+  EXPECT_EQ(r.last.param_crc32, params_crc32(r.params));
+}
+
+TEST_F(Training, ResumeIsBitIdentical) {
+  TempDir d;
+  const TrainResult whole = run(cfg_);
+  // Stop mid-epoch 2 (step 21), with extra mid-epoch checkpoints, then resume.
+  TrainConfig first = cfg_;
+  first.max_steps = 21;
+  first.checkpoint_path = d.file("ckpt");
+  first.checkpoint_every = 5;
+  const TrainResult part = run(first);
+  EXPECT_EQ(part.global_step, 21);
+  EXPECT_FALSE(part.last.complete);
+  TrainConfig second = cfg_;
+  second.resume_path = d.file("ckpt");
+  second.checkpoint_path = d.file("ckpt");
+  const TrainResult rest = run(second);
+  EXPECT_EQ(rest.global_step, 48);
+  ASSERT_EQ(rest.params.size(), whole.params.size());
+  EXPECT_EQ(
+      0, std::memcmp(rest.params.data(), whole.params.data(), whole.params.size() * sizeof(float)))
+      << "resumed parameters differ from the uninterrupted run";
+  EXPECT_EQ(rest.last.param_crc32, whole.last.param_crc32);
+  EXPECT_EQ(rest.last.train_loss, whole.last.train_loss);
+  EXPECT_EQ(rest.last.test_accuracy, whole.last.test_accuracy);
+  EXPECT_EQ(d.entries(), 1);
+}
+
+TEST_F(Training, ResumeRefusesAnotherRun) {
+  TempDir d;
+  TrainConfig first = cfg_;
+  first.max_steps = 3;
+  first.checkpoint_path = d.file("ckpt");
+  run(first);
+  TrainConfig other = cfg_;
+  other.batch = 16;
+  other.resume_path = d.file("ckpt");
+  std::unique_ptr<Backend> be;
+  ASSERT_EQ(make_backend("cpu", BackendOptions{}, &be), kOk);
+  LocalGradientReducer reducer;
+  TrainResult r;
+  ASSERT_EQ(train(other, be.get(), data_, &reducer, nullptr, &r), QUORUM_ERR_MISMATCH);
+  EXPECT_NE(std::string(last_error()).find("batch 32"), std::string::npos) << last_error();
+}
+
+// Records how the trainer uses the reducer interface; can fail on a given step.
+class RecordingReducer : public GradientReducer {
+ public:
+  int rank() const override { return 0; }
+  int size() const override { return 1; }
+  Status broadcast_parameters(float *params, size_t count, MemoryKind memory) override {
+    ++broadcasts;
+    broadcast_count = count;
+    EXPECT_NE(params, nullptr);
+    EXPECT_EQ(memory, MemoryKind::Host);
+    return kOk;
+  }
+  Status reduce_gradients(float *grads, size_t count, MemoryKind, int64_t step,
+                          ReduceInfo *info) override {
+    EXPECT_NE(grads, nullptr);
+    EXPECT_EQ(count, broadcast_count) << "gradient and parameters differ in size";
+    steps.push_back(step);
+    info->contributors = 1;
+    if (step == fail_at) return fail(QUORUM_ERR_PEER_FAILED, "test", "injected at step {}", step);
+    return kOk;
+  }
+  void gradient_ready(float *, size_t offset, size_t count, int64_t step) override {
+    if (step == 0) ready.emplace_back(offset, count);
+  }
+  const char *name() const override { return "recording"; }
+  std::vector<std::pair<size_t, size_t>> ready;  // of step 0
+  int broadcasts = 0;
+  size_t broadcast_count = 0;
+  std::vector<int64_t> steps;
+  int64_t fail_at = -1;
+};
+
+TEST_F(Training, ReducerSeesEveryStepOnce) {
+  std::unique_ptr<Backend> be;
+  ASSERT_EQ(make_backend("cpu", BackendOptions{}, &be), kOk);
+  RecordingReducer reducer;
+  TrainResult r;
+  TrainConfig c = cfg_;
+  c.epochs = 1;
+  ASSERT_EQ(train(c, be.get(), data_, &reducer, nullptr, &r), kOk);
+  EXPECT_EQ(reducer.broadcasts, 1);
+  ASSERT_EQ(reducer.steps.size(), 16u);
+  for (int64_t i = 0; i < 16; ++i) EXPECT_EQ(reducer.steps[size_t(i)], i);
+  EXPECT_EQ(reducer.broadcast_count, r.params.size());
+  // Ready ranges: one per layer with parameters (fm-s: 4), last first, tiling the buffer.
+  ASSERT_EQ(reducer.ready.size(), 4u);
+  size_t end = r.params.size();
+  for (auto [offset, count] : reducer.ready) {
+    EXPECT_EQ(offset + count, end);
+    end = offset;
+  }
+  EXPECT_EQ(end, 0u);
+  RecordingReducer failing;
+  failing.fail_at = 5;
+  EXPECT_EQ(train(c, be.get(), data_, &failing, nullptr, &r), QUORUM_ERR_PEER_FAILED);
+  EXPECT_EQ(failing.steps.size(), 6u);
+}
+
+TEST_F(Training, RejectsModelAndDataMismatch) {
+  TrainConfig c = cfg_;
+  c.model = "cifar-cnn";
+  std::unique_ptr<Backend> be;
+  ASSERT_EQ(make_backend("cpu", BackendOptions{}, &be), kOk);
+  LocalGradientReducer reducer;
+  TrainResult r;
+  ASSERT_EQ(train(c, be.get(), data_, &reducer, nullptr, &r), QUORUM_ERR_INVALID_ARG);
+  EXPECT_NE(std::string(last_error()).find("3x32x32"), std::string::npos) << last_error();
+  c = cfg_;
+  c.batch = 1000;
+  ASSERT_EQ(train(c, be.get(), data_, &reducer, nullptr, &r), QUORUM_ERR_INVALID_ARG);
+}
+
+}  // namespace
+}  // namespace quorum::trainer

@@ -1,0 +1,59 @@
+#!/bin/bash
+# cli_test.sh: quorum-train's command line: bad flags fail with a message,
+# --help works, a short synthetic run writes JSON lines, and --checkpoint /
+# --resume through the CLI ends on the same parameters as an uninterrupted run.
+# Usage: cli_test.sh path/to/quorum-train
+set -u
+bin="$1"
+tmp=$(mktemp -d /tmp/quorum_cli_test_XXXXXX)
+trap 'rm -rf "$tmp"' EXIT
+failures=0
+
+fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+
+# expect_error "description" "text in output" args...
+expect_error() {
+  local what="$1" text="$2"
+  shift 2
+  "$bin" "$@" >"$tmp/out" 2>&1
+  local rc=$?
+  if [ $rc -eq 0 ]; then fail "$what: exit status 0"; return; fi
+  grep -q -- "$text" "$tmp/out" || fail "$what: no '$text' in: $(cat "$tmp/out")"
+}
+
+expect_error "unknown flag" "--bogus" --bogus
+expect_error "bad backend" "--backend" --backend gpu
+expect_error "bad model" "--model" --model resnet-1000
+expect_error "zero batch" "--batch" --batch 0
+expect_error "negative lr" "--lr" --lr -1
+expect_error "non-numeric epochs" "--epochs" --epochs many
+expect_error "missing data dir" "train-images-idx3-ubyte.gz" --data-dir "$tmp/none"
+expect_error "cifar without dir" "data directory" --data cifar10 --model cifar-cnn
+expect_error "reduce in single process" "not available in a single-process build" --reduce sync
+expect_error "imbalance in single process" "not available in a single-process build" --imbalance 1:100ms
+expect_error "cuda backend" "cuda" --backend cuda --data synthetic
+expect_error "missing checkpoint" "$tmp/nope" --data synthetic --resume "$tmp/nope"
+
+"$bin" --help >"$tmp/help" 2>&1 || fail "--help exit status"
+grep -q -- "--checkpoint" "$tmp/help" || fail "--help does not list --checkpoint"
+
+common=(--data synthetic --batch 32 --epochs 2 --lr 0.02 --seed 3 --log-every 5)
+"$bin" "${common[@]}" --log "$tmp/log.jsonl" >"$tmp/whole" 2>&1 || fail "synthetic run: $(cat "$tmp/whole")"
+grep -q '"event":"epoch"' "$tmp/log.jsonl" || fail "no epoch record in the JSON log"
+grep -q '"event":"step"' "$tmp/log.jsonl" || fail "no step record in the JSON log"
+grep -q 'test loss' "$tmp/whole" || fail "no epoch report: $(cat "$tmp/whole")"
+grep -q 'forward' "$tmp/whole" || fail "no time split in the epoch report"
+
+"$bin" "${common[@]}" --max-steps 70 --checkpoint "$tmp/ckpt" >"$tmp/part" 2>&1 || fail "partial run: $(cat "$tmp/part")"
+[ -f "$tmp/ckpt" ] || fail "no checkpoint written"
+"$bin" "${common[@]}" --resume "$tmp/ckpt" >"$tmp/rest" 2>&1 || fail "resumed run: $(cat "$tmp/rest")"
+grep -q 'resumed at step 70' "$tmp/rest" || fail "resume not reported: $(cat "$tmp/rest")"
+want=$(grep '^done:' "$tmp/whole")
+got=$(grep '^done:' "$tmp/rest")
+[ -n "$want" ] && [ "$want" = "$got" ] || fail "resumed run ends with '$got', uninterrupted with '$want'"
+
+if [ $failures -ne 0 ]; then
+  echo "$failures failure(s)"
+  exit 1
+fi
+echo "all CLI checks passed"

@@ -1,0 +1,264 @@
+// quorum-train: trains a small CNN on one process (ref or cpu backend).
+//
+// Prints a live progress line on a terminal (plain lines otherwise) and one
+// report per epoch: train loss, test accuracy, images/s, the time split into
+// data / forward / backward / reduce / update, and a parameter checksum.
+// --log writes the same as JSON lines. The distributed modes (--reduce,
+// --imbalance) belong to the multi-process build and are refused here.
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "runtime/status.hpp"
+#include "trainer/backend.hpp"
+#include "trainer/dataset.hpp"
+#include "trainer/gradient_reducer.hpp"
+#include "trainer/model_spec.hpp"
+#include "trainer/trainer.hpp"
+
+namespace qt = quorum::trainer;
+using nlohmann::json;
+
+namespace {
+
+std::string format_duration(double s) {
+  if (s < 0 || !std::isfinite(s)) return "?";
+  long t = long(s + 0.5);
+  if (t >= 3600) return fmt::format("{}h{:02}m", t / 3600, (t / 60) % 60);
+  if (t >= 60) return fmt::format("{}m{:02}s", t / 60, t % 60);
+  return fmt::format("{}s", t);
+}
+
+// Progress on stderr (a rewritten line on a TTY), reports on stdout, JSON lines to --log.
+class ConsoleObserver : public qt::TrainObserver {
+ public:
+  ConsoleObserver(bool tty, int64_t plain_every, std::ofstream *log, int64_t log_every)
+      : tty_(tty), plain_every_(plain_every), log_(log), log_every_(log_every) {}
+
+  void on_start(const qt::TrainConfig &c, size_t params, int64_t steps_per_epoch,
+                int64_t start_step) override {
+    epochs_ = c.epochs;
+    std::printf("model %s: %zu parameters, batch %d, %lld steps per epoch%s\n", c.model.c_str(),
+                params, c.batch, static_cast<long long>(steps_per_epoch),
+                start_step > 0 ? fmt::format(", resumed at step {}", start_step).c_str() : "");
+    std::fflush(stdout);
+    if (log_) {
+      *log_ << json{{"event", "start"},        {"model", c.model},
+                    {"parameters", params},    {"batch", c.batch},
+                    {"epochs", c.epochs},      {"lr", c.lr},
+                    {"momentum", c.momentum},  {"weight_decay", c.weight_decay},
+                    {"seed", c.seed},          {"steps_per_epoch", steps_per_epoch},
+                    {"start_step", start_step}}
+                   .dump()
+            << "\n";
+    }
+  }
+
+  void on_step(const qt::StepProgress &p) override {
+    log_step(p);
+    const bool last = p.step_in_epoch == p.steps_per_epoch;
+    if (tty_) {
+      // At most ~10 redraws a second: a terminal is slower than a small model's steps.
+      const auto now = std::chrono::steady_clock::now();
+      if (now - last_draw_ < std::chrono::milliseconds(100) && !last) return;
+      last_draw_ = now;
+      std::fprintf(stderr, "\r%s\033[K", progress_line(p).c_str());
+      std::fflush(stderr);
+      line_open_ = true;
+    } else if (plain_every_ > 0 && p.global_step % plain_every_ == 0) {
+      std::fprintf(stderr, "%s\n", progress_line(p).c_str());
+    }
+  }
+
+  std::string progress_line(const qt::StepProgress &p) const {
+    return fmt::format("epoch {}/{} step {}/{} loss {:.4f} {:.0f} img/s ETA {}", p.epoch + 1,
+                       epochs_, p.step_in_epoch, p.steps_per_epoch, p.loss, p.images_per_s,
+                       format_duration(p.eta_s));
+  }
+
+  void log_step(const qt::StepProgress &p) {
+    if (log_ && log_every_ > 0 && p.global_step % log_every_ == 0)
+      *log_ << json{{"event", "step"}, {"epoch", p.epoch}, {"step", p.global_step},
+                    {"loss", p.loss},  {"lr", p.lr},       {"images_per_s", p.images_per_s}}
+                   .dump()
+            << "\n";
+  }
+
+  void on_epoch(const qt::EpochReport &r) override {
+    if (line_open_) {
+      std::fprintf(stderr, "\r\033[K");
+      line_open_ = false;
+    }
+    std::printf(
+        "epoch %lld%s: train loss %.4f acc %.2f%% | test loss %.4f acc %.2f%% | %.0f img/s | "
+        "%.0f img/cpu-s | %.2f s: data %.2f forward %.2f backward %.2f reduce %.2f update %.2f | "
+        "eval %.2f s | "
+        "params crc32 %08x sum %.6f\n",
+        static_cast<long long>(r.epoch + 1), r.complete ? "" : " (partial)", r.train_loss,
+        100 * r.train_accuracy, r.test_loss, 100 * r.test_accuracy, r.images_per_s,
+        r.images_per_cpu_s, r.seconds, r.times.data, r.times.forward, r.times.backward,
+        r.times.reduce, r.times.update, r.eval_seconds, r.param_crc32, r.param_sum);
+    std::fflush(stdout);
+    if (log_) {
+      *log_ << json{{"event", "epoch"},
+                    {"epoch", r.epoch},
+                    {"complete", r.complete},
+                    {"steps", r.steps},
+                    {"train_loss", r.train_loss},
+                    {"train_accuracy", r.train_accuracy},
+                    {"test_loss", r.test_loss},
+                    {"test_accuracy", r.test_accuracy},
+                    {"images_per_s", r.images_per_s},
+                    {"seconds", r.seconds},
+                    {"cpu_seconds", r.cpu_seconds},
+                    {"images_per_cpu_s", r.images_per_cpu_s},
+                    {"time_data", r.times.data},
+                    {"time_forward", r.times.forward},
+                    {"time_backward", r.times.backward},
+                    {"time_reduce", r.times.reduce},
+                    {"time_update", r.times.update},
+                    {"eval_seconds", r.eval_seconds},
+                    {"lr", r.lr},
+                    {"param_crc32", fmt::format("{:08x}", r.param_crc32)},
+                    {"param_sum", r.param_sum}}
+                   .dump()
+            << "\n";
+      log_->flush();
+    }
+  }
+
+ private:
+  bool tty_;
+  int64_t plain_every_;
+  std::ofstream *log_;
+  int64_t log_every_;
+  int epochs_ = 0;
+  bool line_open_ = false;
+  std::chrono::steady_clock::time_point last_draw_{};
+};
+
+}  // namespace
+
+int main(int argc, char **argv) {
+  CLI::App app{"quorum-train: train a small CNN (single process; ref or cpu backend)"};
+  qt::TrainConfig cfg;
+  std::string backend_name = "cpu", data_name = "fashion-mnist", data_dir, log_path;
+  std::string reduce_mode, imbalance;
+  int threads = 1;
+  int64_t train_limit = 0, test_limit = 0, log_every = 100, progress_every = 100;
+  bool no_verify = false;
+  app.add_option("--model", cfg.model, "model")
+      ->check(CLI::IsMember(qt::model_names()))
+      ->capture_default_str();
+  app.add_option("--backend", backend_name, "compute backend")
+      ->check(CLI::IsMember({"ref", "cpu", "cuda"}))
+      ->capture_default_str();
+  app.add_option("--data", data_name, "data set")
+      ->check(CLI::IsMember({"fashion-mnist", "cifar10", "synthetic"}))
+      ->capture_default_str();
+  app.add_option("--data-dir", data_dir,
+                 "folder of the data files (default for fashion-mnist: Debian's "
+                 "dataset-fashion-mnist location)");
+  app.add_flag("--no-verify-data", no_verify,
+               "accept Fashion-MNIST-shaped IDX files whose content differs from the package's");
+  app.add_option("--train-limit", train_limit, "use only the first N training examples (0: all)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--test-limit", test_limit, "use only the first N test examples (0: all)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--epochs", cfg.epochs, "epochs")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  app.add_option("--batch", cfg.batch, "batch size per rank")
+      ->check(CLI::Range(1, 1 << 16))
+      ->capture_default_str();
+  app.add_option("--lr", cfg.lr, "learning rate at --lr-reference-batch examples")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--lr-reference-batch", cfg.lr_reference_batch,
+                 "linear scaling: lr x global batch / this")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--warmup-epochs", cfg.warmup_epochs, "linear warmup to the scaled rate")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  app.add_option("--momentum", cfg.momentum, "SGD momentum")
+      ->check(CLI::Range(0.0, 1.0))
+      ->capture_default_str();
+  app.add_option("--weight-decay", cfg.weight_decay, "L2 weight decay")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  app.add_option("--seed", cfg.seed, "seed of the initial weights and the data order")
+      ->capture_default_str();
+  app.add_option("--threads", threads,
+                 "compute threads (cpu backend; more than 1 only pays on otherwise idle cores)")
+      ->check(CLI::Range(1, 1024))
+      ->capture_default_str();
+  app.add_option("--max-steps", cfg.max_steps, "stop at this global step (-1: all epochs)")
+      ->capture_default_str();
+  app.add_option("--log", log_path, "append JSON lines (start, steps, epochs) to this file");
+  app.add_option("--log-every", log_every, "steps between JSON step records (0: none)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  app.add_option("--progress-every", progress_every,
+                 "steps between progress lines when stderr is not a terminal (0: none)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  app.add_option("--checkpoint", cfg.checkpoint_path,
+                 "write the training state here (atomically) at each epoch end and at a stop");
+  app.add_option("--checkpoint-every", cfg.checkpoint_every, "also every N steps (0: off)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--resume", cfg.resume_path, "continue from this checkpoint");
+  app.add_option("--reduce", reduce_mode, "gradient reduction: sync|solo|majority (distributed)")
+      ->check(CLI::IsMember({"sync", "solo", "majority"}));
+  app.add_option("--imbalance", imbalance, "inject load imbalance (distributed)");
+  CLI11_PARSE(app, argc, argv);
+
+  if (!reduce_mode.empty() || !imbalance.empty()) {
+    std::fprintf(stderr, "quorum-train: %s is not available in a single-process build yet\n",
+                 !reduce_mode.empty() ? "--reduce" : "--imbalance");
+    return 2;
+  }
+  if (backend_name == "ref" && data_name != "synthetic" && train_limit == 0)
+    std::fprintf(stderr,
+                 "quorum-train: note: the ref backend is slow (naive loops); "
+                 "consider --train-limit\n");
+
+  std::unique_ptr<qt::Backend> backend;
+  qt::BackendOptions bopts;
+  bopts.threads = threads;
+  if (qt::make_backend(backend_name, bopts, &backend) != quorum::kOk) {
+    std::fprintf(stderr, "quorum-train: %s\n", quorum::last_error());
+    return 1;
+  }
+  qt::DataSplit data;
+  if (qt::load_dataset(data_name, data_dir, !no_verify, &data) != quorum::kOk) {
+    std::fprintf(stderr, "quorum-train: %s\n", quorum::last_error());
+    return 1;
+  }
+  if (train_limit > 0) data.train.truncate(size_t(train_limit));
+  if (test_limit > 0) data.test.truncate(size_t(test_limit));
+
+  std::ofstream log;
+  if (!log_path.empty()) {
+    log.open(log_path, std::ios::app);
+    if (!log) {
+      std::fprintf(stderr, "quorum-train: cannot open log file %s\n", log_path.c_str());
+      return 1;
+    }
+  }
+  ConsoleObserver observer(isatty(STDERR_FILENO) != 0, progress_every, log ? &log : nullptr,
+                           log_every);
+  qt::LocalGradientReducer reducer;
+  qt::TrainResult result;
+  if (qt::train(cfg, backend.get(), data, &reducer, &observer, &result) != quorum::kOk) {
+    std::fprintf(stderr, "quorum-train: %s\n", quorum::last_error());
+    return 1;
+  }
+  std::printf("done: %lld steps, params crc32 %08x\n", static_cast<long long>(result.global_step),
+              qt::params_crc32(result.params));
+  return 0;
+}

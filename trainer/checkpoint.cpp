@@ -1,0 +1,150 @@
+// checkpoint.cpp: see checkpoint.hpp. Format (little-endian, as the host):
+//   "QTRNCKPT" u32 version | u32 name length, name | u64 seed | i32 batch | i32 world |
+//   i64 global_step, epoch, step_in_epoch | f64 loss sum | i64 correct, images |
+//   u64 count | f32 params[count] | f32 momentum[count] | u32 CRC32 of all before.
+#include "trainer/checkpoint.hpp"
+
+#include <fcntl.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+
+namespace quorum::trainer {
+
+namespace {
+constexpr const char *kSub = "checkpoint";
+constexpr char kMagic[8] = {'Q', 'T', 'R', 'N', 'C', 'K', 'P', 'T'};
+constexpr uint32_t kVersion = 1;
+
+class Writer {
+ public:
+  template <typename T>
+  void put(const T &v) {
+    raw(&v, sizeof v);
+  }
+  void raw(const void *p, size_t n) {
+    const uint8_t *b = static_cast<const uint8_t *>(p);
+    bytes.insert(bytes.end(), b, b + n);
+  }
+  std::vector<uint8_t> bytes;
+};
+
+class Reader {
+ public:
+  Reader(const std::vector<uint8_t> &b) : bytes_(b) {}
+  template <typename T>
+  bool get(T *v) {
+    return raw(v, sizeof *v);
+  }
+  bool raw(void *p, size_t n) {
+    if (bytes_.size() - pos_ < n) return false;
+    std::memcpy(p, bytes_.data() + pos_, n);
+    pos_ += n;
+    return true;
+  }
+  size_t left() const { return bytes_.size() - pos_; }
+
+ private:
+  const std::vector<uint8_t> &bytes_;
+  size_t pos_ = 0;
+};
+}  // namespace
+
+Status save_checkpoint(const std::string &path, const TrainingState &s) {
+  if (s.params.size() != s.momentum.size())
+    return fail(QUORUM_ERR_INTERNAL, kSub, "params ({}) and momentum ({}) differ in size",
+                s.params.size(), s.momentum.size());
+  Writer w;
+  w.raw(kMagic, sizeof kMagic);
+  w.put(kVersion);
+  w.put(uint32_t(s.model.size()));
+  w.raw(s.model.data(), s.model.size());
+  w.put(s.seed);
+  w.put(s.batch);
+  w.put(s.world);
+  w.put(s.global_step);
+  w.put(s.epoch);
+  w.put(s.step_in_epoch);
+  w.put(s.epoch_loss_sum);
+  w.put(s.epoch_correct);
+  w.put(s.epoch_images);
+  w.put(uint64_t(s.params.size()));
+  w.raw(s.params.data(), s.params.size() * sizeof(float));
+  w.raw(s.momentum.data(), s.momentum.size() * sizeof(float));
+  w.put(uint32_t(crc32(0L, w.bytes.data(), uInt(w.bytes.size()))));
+
+  const std::string tmp = path + ".tmp." + std::to_string(getpid());
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0)
+    return fail(QUORUM_ERR_INVALID_ARG, kSub, "{}: cannot create: {}", tmp, std::strerror(errno));
+  size_t done = 0;
+  while (done < w.bytes.size()) {
+    ssize_t n = ::write(fd, w.bytes.data() + done, w.bytes.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      int err = errno;
+      ::close(fd);
+      ::unlink(tmp.c_str());
+      return fail(QUORUM_ERR_INVALID_ARG, kSub, "{}: write failed: {}", tmp, std::strerror(err));
+    }
+    done += size_t(n);
+  }
+  if (::fsync(fd) != 0 || ::close(fd) != 0) {
+    int err = errno;
+    ::unlink(tmp.c_str());
+    return fail(QUORUM_ERR_INVALID_ARG, kSub, "{}: flush failed: {}", tmp, std::strerror(err));
+  }
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    int err = errno;
+    ::unlink(tmp.c_str());
+    return fail(QUORUM_ERR_INVALID_ARG, kSub, "cannot rename {} to {}: {}", tmp, path,
+                std::strerror(err));
+  }
+  return kOk;
+}
+
+Status load_checkpoint(const std::string &path, TrainingState *s) {
+  FILE *f = std::fopen(path.c_str(), "rb");
+  if (f == nullptr)
+    return fail(QUORUM_ERR_INVALID_ARG, kSub, "{}: cannot open: {}", path, std::strerror(errno));
+  std::vector<uint8_t> bytes;
+  uint8_t buf[1 << 16];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) bytes.insert(bytes.end(), buf, buf + n);
+  std::fclose(f);
+  if (bytes.size() < sizeof kMagic + 4 || std::memcmp(bytes.data(), kMagic, sizeof kMagic) != 0)
+    return fail(QUORUM_ERR_INVALID_ARG, kSub, "{}: not a quorum-train checkpoint", path);
+  uint32_t stored_crc;
+  std::memcpy(&stored_crc, bytes.data() + bytes.size() - 4, 4);
+  if (uint32_t(crc32(0L, bytes.data(), uInt(bytes.size() - 4))) != stored_crc)
+    return fail(QUORUM_ERR_INVALID_ARG, kSub, "{}: corrupt or truncated (CRC32 mismatch)", path);
+  Reader r(bytes);
+  char magic[8];
+  uint32_t version = 0, name_len = 0;
+  uint64_t count = 0;
+  r.raw(magic, 8);
+  r.get(&version);
+  if (version != kVersion)
+    return fail(QUORUM_ERR_INVALID_ARG, kSub, "{}: format version {}, this build reads {}", path,
+                version, kVersion);
+  bool ok = r.get(&name_len) && name_len < 256;
+  if (ok) {
+    s->model.resize(name_len);
+    ok = r.raw(s->model.data(), name_len);
+  }
+  ok = ok && r.get(&s->seed) && r.get(&s->batch) && r.get(&s->world) && r.get(&s->global_step) &&
+       r.get(&s->epoch) && r.get(&s->step_in_epoch) && r.get(&s->epoch_loss_sum) &&
+       r.get(&s->epoch_correct) && r.get(&s->epoch_images) && r.get(&count);
+  ok = ok && count * 2 * sizeof(float) + 4 == r.left();
+  if (!ok) return fail(QUORUM_ERR_INVALID_ARG, kSub, "{}: malformed header", path);
+  s->params.resize(count);
+  s->momentum.resize(count);
+  r.raw(s->params.data(), count * sizeof(float));
+  r.raw(s->momentum.data(), count * sizeof(float));
+  return kOk;
+}
+
+}  // namespace quorum::trainer

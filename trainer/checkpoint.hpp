@@ -1,0 +1,34 @@
+// checkpoint.hpp: the training state on disk, written atomically.
+//
+// A checkpoint holds everything the next step depends on: parameters, momentum,
+// the position in the data (epoch, step within it, global step) and the
+// running epoch sums, so that a resumed run is bit-identical to one that was
+// never interrupted (the data order is a function of seed and epoch). Written
+// to "<path>.tmp.<pid>", flushed, fsynced and renamed over <path>.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "runtime/status.hpp"
+
+namespace quorum::trainer {
+
+struct TrainingState {
+  std::string model;  // model name
+  uint64_t seed = 0;  // data order and initialisation
+  int32_t batch = 0;  // local batch (the data order depends on it)
+  int32_t world = 1;  // ranks (the shards depend on it)
+  int64_t global_step = 0;
+  int64_t epoch = 0;          // the epoch in progress
+  int64_t step_in_epoch = 0;  // steps of `epoch` already done
+  double epoch_loss_sum = 0.0;
+  int64_t epoch_correct = 0, epoch_images = 0;
+  std::vector<float> params, momentum;  // in the model's ParamLayout
+};
+
+Status save_checkpoint(const std::string &path, const TrainingState &state);
+Status load_checkpoint(const std::string &path, TrainingState *state);
+
+}  // namespace quorum::trainer

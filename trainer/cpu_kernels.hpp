@@ -1,0 +1,25 @@
+// cpu_kernels.hpp: the element-wise and pooling loops of the cpu backend.
+//
+// Branch-free so the compiler vectorises them; built for AVX-512, AVX2 and a
+// generic x86-64 with the best chosen at load time (target_clones), since
+// random-sign activations make branchy loops mispredict half the time.
+#pragma once
+
+#include <cstddef>
+
+#include "trainer/backend.hpp"
+
+namespace quorum::trainer::cpu_kernels {
+
+void relu_forward(size_t n, const float *x, float *y);
+void relu_backward(size_t n, const float *y, const float *dy, float *dx);
+void maxpool2_forward(const PoolShape &s, const float *x, float *y);
+// y is the forward output. Writes every element of dx (no separate zeroing).
+void maxpool2_backward(const PoolShape &s, const float *x, const float *y, const float *dy,
+                       float *dx);
+void bias_grad(int batch, int out, const float *dy, float *db);
+void sgd_update(size_t n, float lr, float momentum, float weight_decay, float *params,
+                const float *grads, float *velocity);
+void scale(size_t n, float alpha, float *y);
+
+}  // namespace quorum::trainer::cpu_kernels

@@ -1,0 +1,128 @@
+// collective_reducer.cpp: sync, solo and majority gradient reduction.
+#include "trainer/distributed/collective_reducer.hpp"
+
+#include <chrono>
+#include <cmath>
+#include <thread>
+
+#include "runtime/clock.hpp"
+
+namespace quorum::trainer {
+
+namespace {
+double seconds_since(uint64_t start_ns) { return static_cast<double>(now_ns() - start_ns) * 1e-9; }
+
+Status api_error(quorum_status_t s, const char *what) {
+  // The library already logged the cause; keep its detail as our last error.
+  return fail(s, "reducer", "{}: {}", what, quorum_last_error());
+}
+}  // namespace
+
+Status CollectiveReducer::create(quorum_comm_t comm, const ReducerOptions &options,
+                                 Backend *backend, std::unique_ptr<CollectiveReducer> *out) {
+  if (comm == nullptr) return fail(QUORUM_ERR_INVALID_ARG, "reducer", "no communicator");
+  if (options.mode != "sync" && options.mode != "solo" && options.mode != "majority") {
+    return fail(QUORUM_ERR_INVALID_ARG, "reducer",
+                "--reduce '{}': expected sync, solo or majority", options.mode);
+  }
+  std::unique_ptr<CollectiveReducer> r(new CollectiveReducer());
+  r->comm_ = comm;
+  r->options_ = options;
+  r->backend_ = backend;
+  r->rank_ = quorum_comm_rank(comm);
+  r->size_ = quorum_comm_size(comm);
+  r->fresh_histogram_.assign(static_cast<size_t>(r->size_) + 1, 0);
+  *out = std::move(r);
+  return kOk;
+}
+
+CollectiveReducer::~CollectiveReducer() {
+  if (partial_) quorum_partial_destroy(partial_);
+}
+
+Status CollectiveReducer::broadcast_parameters(float *params, size_t count, MemoryKind) {
+  quorum_status_t s = quorum_bcast(comm_, params, count * sizeof(float), 0);
+  return s == QUORUM_OK ? kOk : api_error(s, "broadcast of the initial parameters");
+}
+
+Status CollectiveReducer::ensure_partial(size_t count) {
+  if (partial_) {
+    if (count != partial_count_) {
+      return fail(QUORUM_ERR_INVALID_ARG, "reducer", "gradient size changed from {} to {}",
+                  partial_count_, count);
+    }
+    return kOk;
+  }
+  quorum_partial_opts_t opts{};
+  opts.mode = options_.mode == "solo" ? QUORUM_PARTIAL_SOLO : QUORUM_PARTIAL_MAJORITY;
+  opts.max_staleness = options_.max_staleness;
+  opts.carry = options_.carry ? 1 : 0;
+  opts.seed = options_.seed;
+  quorum_status_t s =
+      quorum_partial_create(comm_, count, QUORUM_FLOAT32, QUORUM_SUM, &opts, &partial_);
+  if (s != QUORUM_OK) return api_error(s, "creating the partial allreduce");
+  partial_count_ = count;
+  return kOk;
+}
+
+Status CollectiveReducer::reduce_gradients(float *grads, size_t count, MemoryKind memory,
+                                           int64_t step, ReduceInfo *info) {
+  ReduceInfo local;
+  double delay = options_.imbalance.delay_ms(rank_, size_, step);
+  if (delay > 0) {
+    uint64_t t = now_ns();
+    std::this_thread::sleep_for(std::chrono::microseconds(static_cast<int64_t>(delay * 1000)));
+    local.injected_seconds = seconds_since(t);
+  }
+  uint64_t start = now_ns();
+  if (options_.mode == "sync") {
+    quorum_status_t s =
+        quorum_allreduce(comm_, QUORUM_IN_PLACE, grads, count, QUORUM_FLOAT32, QUORUM_AVG);
+    if (s != QUORUM_OK) return api_error(s, "gradient allreduce");
+    local.contributors = size_;
+  } else {
+    QUORUM_CHECK(ensure_partial(count));
+    float *buf = grads;
+    if (memory == MemoryKind::Cuda) {
+      host_.resize(count);
+      backend_->copy_to_host(host_.data(), grads, count * sizeof(float));
+      buf = host_.data();
+    }
+    quorum_status_t s = quorum_partial_post(partial_, buf);
+    if (s != QUORUM_OK) return api_error(s, "posting the gradient");
+    quorum_round_info_t round{};
+    s = quorum_partial_wait(partial_, buf, &round);
+    if (s != QUORUM_OK) return api_error(s, "waiting for the partial allreduce");
+    const float scale = 1.0f / static_cast<float>(size_);
+    for (size_t i = 0; i < count; ++i) buf[i] *= scale;
+    if (memory == MemoryKind::Cuda) backend_->copy_to_device(grads, buf, count * sizeof(float));
+    local.contributors = round.fresh;
+    if (round.fresh >= 0 && round.fresh <= size_) ++fresh_histogram_[round.fresh];
+  }
+  local.wait_seconds = seconds_since(start);
+  if (info) *info = local;
+  return kOk;
+}
+
+Status CollectiveReducer::finish(double *drained_l1) {
+  *drained_l1 = 0;
+  if (!partial_) return kOk;
+  std::vector<float> rest(partial_count_);
+  quorum_status_t s = quorum_partial_flush(partial_, rest.data());
+  if (s != QUORUM_OK) return api_error(s, "flushing the partial allreduce");
+  for (float v : rest) *drained_l1 += std::fabs(v);
+  s = quorum_partial_destroy(partial_);
+  partial_ = nullptr;
+  return s == QUORUM_OK ? kOk : api_error(s, "destroying the partial allreduce");
+}
+
+Status CollectiveReducer::check_replicas(uint32_t crc32, bool *agree) {
+  std::vector<uint32_t> all(static_cast<size_t>(size_));
+  quorum_status_t s = quorum_allgather(comm_, &crc32, all.data(), sizeof(crc32));
+  if (s != QUORUM_OK) return api_error(s, "gathering replica checksums");
+  *agree = true;
+  for (uint32_t c : all) *agree = *agree && c == crc32;
+  return kOk;
+}
+
+}  // namespace quorum::trainer

@@ -1,0 +1,69 @@
+// collective_reducer.hpp: the distributed gradient reducers of the trainer,
+// over quorum's public API (as any application would use it):
+//   sync      allreduce (average) every step
+//   solo      partial allreduce, the first rank ready activates each round
+//   majority  partial allreduce, a rank drawn per round from a shared seed activates it
+// Partial modes carry late gradients into a later round (nothing is lost) and
+// scale every round's sum by 1/P, so over a run the applied gradient mass equals
+// the synchronous one. Each rank's k-th step applies round k's result, the same
+// on every rank, so replicas stay bitwise identical (check_replicas verifies).
+// Injected imbalance (imbalance.hpp) sleeps before the rank's contribution.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "quorum/quorum.h"
+#include "trainer/backend.hpp"
+#include "trainer/distributed/imbalance.hpp"
+#include "trainer/gradient_reducer.hpp"
+
+namespace quorum::trainer {
+
+struct ReducerOptions {
+  std::string mode = "sync";   // sync | solo | majority
+  unsigned max_staleness = 32;  // partial: a synchronous round every max_staleness+1
+  bool carry = true;            // partial: late gradients ride in a later round
+  uint64_t seed = 1;            // majority initiators and imbalance draws
+  ImbalanceModel imbalance;
+};
+
+class CollectiveReducer : public GradientReducer {
+ public:
+  // comm stays owned by the caller; backend copies device gradients when needed.
+  static Status create(quorum_comm_t comm, const ReducerOptions &options, Backend *backend,
+                       std::unique_ptr<CollectiveReducer> *out);
+  ~CollectiveReducer() override;
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  Status broadcast_parameters(float *params, size_t count, MemoryKind memory) override;
+  Status reduce_gradients(float *grads, size_t count, MemoryKind memory, int64_t step,
+                          ReduceInfo *info) override;
+  const char *name() const override { return options_.mode.c_str(); }
+
+  // Collective: drains what partial rounds still carry (flush) and frees them.
+  // Returns the L1 norm of the drained gradient sum (0 for sync), for the log.
+  Status finish(double *drained_l1);
+  // Collective: gathers every rank's parameter checksum; *agree when all equal.
+  Status check_replicas(uint32_t crc32, bool *agree);
+
+  // Statistics over the run: histogram of fresh contributions per round.
+  const std::vector<int64_t> &fresh_histogram() const { return fresh_histogram_; }
+
+ private:
+  CollectiveReducer() = default;
+  Status ensure_partial(size_t count);
+
+  quorum_comm_t comm_ = nullptr;
+  ReducerOptions options_;
+  Backend *backend_ = nullptr;
+  int rank_ = 0, size_ = 1;
+  quorum_partial_t partial_ = nullptr;
+  size_t partial_count_ = 0;
+  std::vector<float> host_;  // staging of device gradients for partial modes
+  std::vector<int64_t> fresh_histogram_;
+};
+
+}  // namespace quorum::trainer

@@ -1,0 +1,61 @@
+// gradient_reducer.hpp: where the trainer hands its gradient to the network.
+//
+// The trainer calls broadcast_parameters() once before the first step (rank 0's
+// initial or resumed parameters must end up on every rank), and
+// reduce_gradients() once per step after the backward pass, with the whole flat
+// gradient buffer (model.hpp: one contiguous buffer in the backend's memory).
+// On return the buffer must hold the gradient to apply: the average over the
+// ranks that contributed (sync: all; solo/majority: those that joined).
+// LocalGradientReducer is the single-process no-op; the distributed reducers
+// (sync, solo, majority over collectives/) implement the same class.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "runtime/status.hpp"
+#include "trainer/backend.hpp"
+
+namespace quorum::trainer {
+
+// What one reduction did (for the per-epoch report and the logs).
+struct ReduceInfo {
+  int contributors = 1;       // ranks whose gradient is in the result
+  double wait_seconds = 0.0;  // time blocked in the reduction
+};
+
+class GradientReducer {
+ public:
+  virtual ~GradientReducer() = default;
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  // params: `count` floats in memory of kind `memory` (host or device).
+  virtual Status broadcast_parameters(float *params, size_t count, MemoryKind memory) = 0;
+  // Called during the backward pass of `step`, last layer first, as each layer's
+  // part of the gradient [offset, offset + count) becomes final (Model::backward);
+  // the ranges are contiguous and cover the buffer. A reducer may start
+  // communicating a bucket here; reduce_gradients() still follows and must
+  // leave the whole buffer reduced. The default ignores it.
+  virtual void gradient_ready(float * /*grads*/, size_t /*offset*/, size_t /*count*/,
+                              int64_t /*step*/) {}
+  // grads: `count` floats (the flat gradient of step `step`), reduced in place.
+  virtual Status reduce_gradients(float *grads, size_t count, MemoryKind memory, int64_t step,
+                                  ReduceInfo *info) = 0;
+  // A short name for logs ("local", "sync", "solo", "majority").
+  virtual const char *name() const = 0;
+};
+
+// One process, nothing to reduce.
+class LocalGradientReducer : public GradientReducer {
+ public:
+  int rank() const override { return 0; }
+  int size() const override { return 1; }
+  Status broadcast_parameters(float *, size_t, MemoryKind) override { return kOk; }
+  Status reduce_gradients(float *, size_t, MemoryKind, int64_t, ReduceInfo *info) override {
+    if (info != nullptr) *info = ReduceInfo{};
+    return kOk;
+  }
+  const char *name() const override { return "local"; }
+};
+
+}  // namespace quorum::trainer

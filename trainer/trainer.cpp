@@ -1,0 +1,238 @@
+// trainer.cpp: see trainer.hpp. The loop reads top to bottom: resume or
+// initialise, broadcast, then per step assemble -> forward -> backward ->
+// reduce -> update, and per epoch evaluate, report and checkpoint.
+#include "trainer/trainer.hpp"
+
+#include <zlib.h>
+
+#include <chrono>
+#include <cmath>
+#include <ctime>
+
+#include "trainer/checkpoint.hpp"
+#include "trainer/lr_schedule.hpp"
+#include "trainer/model.hpp"
+
+namespace quorum::trainer {
+
+namespace {
+constexpr const char *kSub = "trainer";
+
+using Clock = std::chrono::steady_clock;
+double since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+double process_cpu_seconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
+}
+
+// Host-side scratch of one batch.
+struct HostBatch {
+  std::vector<float> images;
+  std::vector<int32_t> labels;
+};
+
+Status evaluate(Model<float> &model, const Dataset &test, HostBatch &hb, double *loss,
+                double *accuracy) {
+  const int b = model.max_batch();
+  std::vector<uint32_t> idx(static_cast<size_t>(b));
+  double loss_sum = 0;
+  int64_t correct = 0;
+  for (size_t start = 0; start < test.count; start += size_t(b)) {
+    int n = int(std::min<size_t>(size_t(b), test.count - start));
+    for (int i = 0; i < n; ++i) idx[i] = uint32_t(start + size_t(i));
+    assemble_batch(test, idx.data(), n, hb.images.data(), hb.labels.data());
+    model.load_batch(n, hb.images.data(), hb.labels.data());
+    double l = 0;
+    int64_t c = 0;
+    model.evaluate(n, &l, &c);
+    loss_sum += l * n;
+    correct += c;
+  }
+  *loss = test.count ? loss_sum / double(test.count) : 0.0;
+  *accuracy = test.count ? double(correct) / double(test.count) : 0.0;
+  return kOk;
+}
+}  // namespace
+
+uint32_t params_crc32(const std::vector<float> &params) {
+  return uint32_t(crc32(0L, reinterpret_cast<const Bytef *>(params.data()),
+                        uInt(params.size() * sizeof(float))));
+}
+
+double params_sum(const std::vector<float> &params) {
+  double s = 0;
+  for (float p : params) s += double(p);
+  return s;
+}
+
+Status train(const TrainConfig &cfg, Backend *backend, const DataSplit &data,
+             GradientReducer *reducer, TrainObserver *observer, TrainResult *result) {
+  if (cfg.batch <= 0 || cfg.epochs < 0 || cfg.lr <= 0 || cfg.momentum < 0 || cfg.weight_decay < 0)
+    return fail(QUORUM_ERR_INVALID_ARG, kSub,
+                "bad hyper-parameters: batch {} epochs {} lr {} momentum {} weight decay {}",
+                cfg.batch, cfg.epochs, cfg.lr, cfg.momentum, cfg.weight_decay);
+  ModelSpec spec;
+  QUORUM_CHECK(find_model(cfg.model, &spec));
+  const Dataset &tr = data.train;
+  if (tr.channels != spec.in_c || tr.height != spec.in_h || tr.width != spec.in_w ||
+      tr.classes > spec.classes)
+    return fail(QUORUM_ERR_INVALID_ARG, kSub,
+                "model '{}' takes {}x{}x{} images of {} classes; data set '{}' has {}x{}x{} and {}",
+                spec.name, spec.in_c, spec.in_h, spec.in_w, spec.classes, tr.name, tr.channels,
+                tr.height, tr.width, tr.classes);
+  const int world = reducer->size(), rank = reducer->rank();
+  ShardSampler sampler(tr.count, cfg.seed, rank, world);
+  const int64_t steps_per_epoch = int64_t(sampler.shard_size() / size_t(cfg.batch));
+  if (steps_per_epoch == 0)
+    return fail(QUORUM_ERR_INVALID_ARG, kSub,
+                "a shard of {} examples holds no full batch of {} ({} examples, {} ranks)",
+                sampler.shard_size(), cfg.batch, tr.count, world);
+  std::unique_ptr<Model<float>> model;
+  QUORUM_CHECK(Model<float>::create(spec, backend, cfg.batch, &model));
+  const size_t count = model->param_count();
+  float *velocity = static_cast<float *>(backend->alloc(count * sizeof(float)));
+  if (velocity == nullptr)
+    return fail(QUORUM_ERR_NO_MEMORY, kSub, "cannot allocate the momentum buffer");
+  struct Free {
+    Backend *b;
+    float *p;
+    ~Free() { b->free(p); }
+  } free_velocity{backend, velocity};
+
+  int64_t total_steps = steps_per_epoch * cfg.epochs;
+  if (cfg.max_steps >= 0) total_steps = std::min(total_steps, cfg.max_steps);
+  LrSchedule schedule{cfg.lr, cfg.lr_reference_batch, cfg.batch * world,
+                      int64_t(std::llround(cfg.warmup_epochs * double(steps_per_epoch)))};
+
+  // Initial state: fresh or from a checkpoint.
+  TrainingState st;
+  if (!cfg.resume_path.empty()) {
+    QUORUM_CHECK(load_checkpoint(cfg.resume_path, &st));
+    if (st.model != cfg.model || st.seed != cfg.seed || st.batch != cfg.batch ||
+        st.world != world || st.params.size() != count)
+      return fail(QUORUM_ERR_MISMATCH, kSub,
+                  "{}: checkpoint of model '{}' seed {} batch {} ranks {} ({} parameters) cannot "
+                  "resume model '{}' seed {} batch {} ranks {} ({} parameters)",
+                  cfg.resume_path, st.model, st.seed, st.batch, st.world, st.params.size(),
+                  cfg.model, cfg.seed, cfg.batch, world, count);
+    model->write_params(st.params);
+    backend->copy_to_device(velocity, st.momentum.data(), count * sizeof(float));
+  } else {
+    model->init_params(cfg.seed);
+    st.model = cfg.model, st.seed = cfg.seed, st.batch = cfg.batch, st.world = world;
+  }
+  QUORUM_CHECK(reducer->broadcast_parameters(model->params(), count, backend->memory_kind()));
+  if (observer) observer->on_start(cfg, count, steps_per_epoch, st.global_step);
+
+  auto save = [&]() -> Status {
+    if (cfg.checkpoint_path.empty() || rank != 0) return kOk;
+    model->read_params(&st.params);
+    st.momentum.resize(count);
+    backend->copy_to_host(st.momentum.data(), velocity, count * sizeof(float));
+    return save_checkpoint(cfg.checkpoint_path, st);
+  };
+
+  HostBatch hb{std::vector<float>(size_t(cfg.batch) * model->image_size()),
+               std::vector<int32_t>(size_t(cfg.batch))};
+  const auto run_start = Clock::now();
+  const int64_t run_start_step = st.global_step;
+  result->global_step = st.global_step;
+  while (st.epoch < cfg.epochs && st.global_step < total_steps) {
+    const std::vector<uint32_t> order = sampler.epoch_indices(st.epoch);
+    EpochReport rep;
+    rep.epoch = st.epoch;
+    const auto epoch_start = Clock::now();
+    const double cpu_start = process_cpu_seconds();
+    int64_t images_this_run = 0;
+    while (st.step_in_epoch < steps_per_epoch && st.global_step < total_steps) {
+      auto t = Clock::now();
+      const uint32_t *idx = order.data() + st.step_in_epoch * cfg.batch;
+      assemble_batch(tr, idx, cfg.batch, hb.images.data(), hb.labels.data());
+      model->load_batch(cfg.batch, hb.images.data(), hb.labels.data());
+      backend->synchronize();
+      rep.times.data += since(t);
+
+      t = Clock::now();
+      double loss = 0;
+      int64_t correct = 0;
+      model->forward(cfg.batch);
+      model->loss(cfg.batch, &loss, &correct);
+      backend->synchronize();
+      rep.times.forward += since(t);
+
+      t = Clock::now();
+      float *grads = model->grads();
+      const int64_t this_step = st.global_step;
+      model->backward(cfg.batch, [&](size_t offset, size_t n) {
+        reducer->gradient_ready(grads, offset, n, this_step);
+      });
+      backend->synchronize();
+      rep.times.backward += since(t);
+
+      t = Clock::now();
+      ReduceInfo info;
+      QUORUM_CHECK(reducer->reduce_gradients(model->grads(), count, backend->memory_kind(),
+                                             st.global_step, &info));
+      rep.times.reduce += since(t);
+
+      t = Clock::now();
+      SgdStep step{schedule.at(st.global_step), cfg.momentum, cfg.weight_decay};
+      backend->sgd_update(count, step, model->params(), model->grads(), velocity);
+      backend->synchronize();
+      rep.times.update += since(t);
+
+      st.epoch_loss_sum += loss * cfg.batch;
+      st.epoch_correct += correct;
+      st.epoch_images += cfg.batch;
+      ++st.step_in_epoch, ++st.global_step, ++rep.steps;
+      images_this_run += cfg.batch;
+      rep.lr = step.lr;
+      if (observer) {
+        StepProgress p;
+        p.epoch = st.epoch, p.step_in_epoch = st.step_in_epoch;
+        p.steps_per_epoch = steps_per_epoch, p.global_step = st.global_step;
+        p.total_steps = total_steps, p.loss = loss, p.lr = step.lr;
+        const double elapsed = since(epoch_start);
+        p.images_per_s = elapsed > 0 ? double(images_this_run) / elapsed : 0;
+        const double run_elapsed = since(run_start);
+        const double per_step = run_elapsed / double(st.global_step - run_start_step);
+        p.eta_s = per_step * double(total_steps - st.global_step);
+        observer->on_step(p);
+      }
+      if (cfg.checkpoint_every > 0 && st.global_step % cfg.checkpoint_every == 0 &&
+          st.step_in_epoch < steps_per_epoch)
+        QUORUM_CHECK(save());
+    }
+    rep.seconds = since(epoch_start);
+    rep.cpu_seconds = process_cpu_seconds() - cpu_start;
+    rep.images_per_cpu_s = rep.cpu_seconds > 0 ? double(images_this_run) / rep.cpu_seconds : 0;
+    rep.images_per_s = rep.times.total() > 0 ? double(images_this_run) / rep.times.total() : 0;
+    rep.complete = st.step_in_epoch == steps_per_epoch;
+    rep.train_loss = st.epoch_images ? st.epoch_loss_sum / double(st.epoch_images) : 0;
+    rep.train_accuracy = st.epoch_images ? double(st.epoch_correct) / double(st.epoch_images) : 0;
+    const auto eval_start = Clock::now();
+    QUORUM_CHECK(evaluate(*model, data.test, hb, &rep.test_loss, &rep.test_accuracy));
+    rep.eval_seconds = since(eval_start);
+    model->read_params(&result->params);
+    rep.param_crc32 = params_crc32(result->params);
+    rep.param_sum = params_sum(result->params);
+    if (rep.complete) {
+      ++st.epoch;
+      st.step_in_epoch = 0;
+      st.epoch_loss_sum = 0;
+      st.epoch_correct = st.epoch_images = 0;
+    }
+    QUORUM_CHECK(save());
+    result->last = rep;
+    result->global_step = st.global_step;
+    if (observer) observer->on_epoch(rep);
+  }
+  model->read_params(&result->params);
+  return kOk;
+}
+
+}  // namespace quorum::trainer

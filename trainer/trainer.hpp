@@ -1,0 +1,89 @@
+// trainer.hpp: the training loop (data -> forward -> backward -> reduce -> update).
+//
+// One Trainer trains one model replica on one rank's shard. Everything that
+// differs between ranks or runs (backend, data, gradient reducer, what to
+// print) comes in from outside; the loop itself is the same for one process
+// and for many.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "runtime/status.hpp"
+#include "trainer/backend.hpp"
+#include "trainer/dataset.hpp"
+#include "trainer/gradient_reducer.hpp"
+
+namespace quorum::trainer {
+
+struct TrainConfig {
+  std::string model = "fm-s";
+  int batch = 64;  // per rank
+  int epochs = 5;
+  double lr = 0.02;             // at lr_reference_batch examples
+  int lr_reference_batch = 64;  // linear scaling: lr x global batch / this
+  double warmup_epochs = 0.0;
+  double momentum = 0.9;
+  double weight_decay = 0.0;
+  uint64_t seed = 1;
+  int64_t max_steps = -1;        // stop at this global step (-1: run all epochs)
+  std::string checkpoint_path;   // "" = none; written at epoch ends and at a stop
+  int64_t checkpoint_every = 0;  // also every N steps (0 = off)
+  std::string resume_path;       // "" = start fresh
+};
+
+// Seconds per phase, summed over an epoch's steps.
+struct PhaseTimes {
+  double data = 0, forward = 0, backward = 0, reduce = 0, update = 0;
+  double total() const { return data + forward + backward + reduce + update; }
+};
+
+struct StepProgress {
+  int64_t epoch = 0, step_in_epoch = 0, steps_per_epoch = 0;
+  int64_t global_step = 0, total_steps = 0;  // global_step counts finished steps
+  double loss = 0, lr = 0;
+  double images_per_s = 0;  // this rank, over the epoch so far
+  double eta_s = 0;         // to total_steps at the current speed
+};
+
+struct EpochReport {
+  int64_t epoch = 0;
+  int64_t steps = 0;                          // in this run (a resumed epoch counts only its own)
+  bool complete = true;                       // false when max_steps stopped it
+  double train_loss = 0, train_accuracy = 0;  // over the whole epoch's steps
+  double test_loss = 0, test_accuracy = 0;
+  double images_per_s = 0, seconds = 0, eval_seconds = 0;
+  // Process CPU time of the training steps, and images per CPU second: the
+  // steadier speed figure on a shared machine (one compute thread per rank).
+  double cpu_seconds = 0, images_per_cpu_s = 0;
+  PhaseTimes times;
+  uint32_t param_crc32 = 0;  // bit-exact checksum of the parameters
+  double param_sum = 0;      // sum of the parameters (a readable checksum)
+  double lr = 0;
+};
+
+class TrainObserver {
+ public:
+  virtual ~TrainObserver() = default;
+  virtual void on_start(const TrainConfig &, size_t /*param_count*/, int64_t /*steps_per_epoch*/,
+                        int64_t /*start_step*/) {}
+  virtual void on_step(const StepProgress &) {}
+  virtual void on_epoch(const EpochReport &) {}
+};
+
+struct TrainResult {
+  int64_t global_step = 0;
+  EpochReport last;           // the last epoch (or partial epoch) reported
+  std::vector<float> params;  // final parameters, host copy
+};
+
+// Trains `config` on `data` (train and test split) with `backend`, reducing
+// gradients through `reducer`; `observer` may be nullptr.
+Status train(const TrainConfig &config, Backend *backend, const DataSplit &data,
+             GradientReducer *reducer, TrainObserver *observer, TrainResult *result);
+
+// Bit-exact and readable checksums of a parameter vector.
+uint32_t params_crc32(const std::vector<float> &params);
+double params_sum(const std::vector<float> &params);
+
+}  // namespace quorum::trainer

@@ -1,0 +1,143 @@
+#!/usr/bin/env bash
+# allreduce_vs_mpi.sh: quorum's allreduce next to Open MPI's and next to the
+# memory-bandwidth limit, measured side by side in one run (the machine drifts
+# between runs, so only these ratios mean something).
+#
+#   perf/allreduce_vs_mpi.sh BUILD_DIR [OUT_JSON]
+#
+# Builds nothing. Runs, ROUNDS times and alternating: quorum-bench (2 ranks under
+# quorum-run), perf/mpi_allreduce_bench (2 ranks under mpirun, shared memory),
+# perf/memcpy_bw (one thread); float32 sum, sizes MIN_BYTES..MAX_BYTES (x2).
+# PER_SIZE=1 alternates the three programs for every size instead of every
+# sweep (slower: one launch per size, but drift cannot separate them).
+# Prints per size the median over rounds of quorum busbw, MPI busbw (out of
+# place), their ratio, memcpy GB/s and quorum/memcpy, and writes them as JSON
+# to OUT_JSON (default allreduce_vs_mpi.json). Plot: perf/plot_allreduce.py.
+set -euo pipefail
+
+if [[ $# -lt 1 || ! -d $1 ]]; then
+  echo "usage: $0 BUILD_DIR [OUT_JSON]   (env: ROUNDS=3 MIN_BYTES=8 MAX_BYTES=64M PER_SIZE=0)" >&2
+  exit 2
+fi
+build=$(cd "$1" && pwd)
+out=${2:-allreduce_vs_mpi.json}
+rounds=${ROUNDS:-3}
+min_bytes=${MIN_BYTES:-8}
+max_bytes=${MAX_BYTES:-64M}
+per_size=${PER_SIZE:-0}
+nranks=2
+
+bench=$build/tools/quorum-bench
+launcher=$build/tools/quorum-run
+mpi_bench=$build/perf/mpi_allreduce_bench
+memcpy_bw=$build/perf/memcpy_bw
+for exe in "$bench" "$launcher" "$mpi_bench" "$memcpy_bw"; do
+  if [[ ! -x $exe ]]; then
+    echo "$0: $exe is missing (build it first; mpi_allreduce_bench needs MPI)" >&2
+    exit 2
+  fi
+done
+command -v mpirun >/dev/null || { echo "$0: mpirun not found" >&2; exit 2; }
+
+export UCX_NET_DEVICES=lo
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+mpirun_cmd=(mpirun --oversubscribe --mca btl_tcp_if_include lo --mca oob_tcp_if_include lo
+  -n "$nranks")
+
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+# Sizes as plain byte counts (the programs accept K/M/G too).
+to_bytes() {
+  python3 -c 'import sys; s=sys.argv[1]; m={"K":10,"M":20,"G":30}
+print(int(s[:-1]) << m[s[-1].upper()] if s[-1].upper() in m else int(s))' "$1"
+}
+lo=$(to_bytes "$min_bytes")
+hi=$(to_bytes "$max_bytes")
+if [[ $per_size == 1 ]]; then
+  sizes=()
+  for ((s = lo; s <= hi; s *= 2)); do sizes+=("$s"); done
+else
+  sizes=(sweep)
+fi
+
+run_round() {  # $1 = round, $2 = size or "sweep"
+  local r=$1 b=$lo e=$hi
+  if [[ $2 != sweep ]]; then b=$2 e=$2; fi
+  "$launcher" -n "$nranks" --timeout 900 -- "$bench" allreduce -b "$b" -e "$e" -d float32 -o sum \
+    --json-out "$tmp/q.$r.$2.jsonl" >"$tmp/q.$r.$2.log" 2>&1 ||
+    { echo "$0: quorum-bench failed:" >&2; cat "$tmp/q.$r.$2.log" >&2; exit 1; }
+  "${mpirun_cmd[@]}" "$mpi_bench" -b "$b" -e "$e" -J >"$tmp/m.$r.$2.jsonl" 2>"$tmp/m.$r.$2.log" ||
+    { echo "$0: mpi_allreduce_bench failed:" >&2; cat "$tmp/m.$r.$2.log" >&2; exit 1; }
+  "$memcpy_bw" -b "$b" -e "$e" -J >"$tmp/c.$r.$2.jsonl"
+}
+
+for ((r = 1; r <= rounds; ++r)); do
+  for s in "${sizes[@]}"; do
+    if [[ $s == sweep ]]; then echo "round $r/$rounds" >&2; else echo "round $r/$rounds, size $s" >&2; fi
+    run_round "$r" "$s"
+  done
+done
+
+python3 - "$tmp" "$out" "$rounds" "$nranks" <<'PY'
+import glob, json, statistics, sys, time
+tmp, out, rounds, nranks = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+
+def collect(prefix, pick):
+    per_size = {}
+    for path in sorted(glob.glob(f"{tmp}/{prefix}.*.jsonl")):
+        for line in open(path):
+            line = line.strip()
+            if not line.startswith("{"):
+                continue
+            row = json.loads(line)
+            per_size.setdefault(row["size"], []).append(pick(row))
+    return per_size
+
+def oop(key):
+    return lambda row: row["out_of_place"][key]
+
+q_bus = collect("q", oop("busbw_gbs"))
+q_time = collect("q", oop("time_us"))
+q_wrong = collect("q", oop("wrong"))
+q_ip_bus = collect("q", lambda row: row["in_place"]["busbw_gbs"])
+m_bus = collect("m", oop("busbw_gbs"))
+m_time = collect("m", oop("time_us"))
+m_wrong = collect("m", oop("wrong"))
+c_bw = collect("c", lambda row: row["memcpy_gbs"])
+
+med = lambda xs: statistics.median(xs) if xs else float("nan")
+rows = []
+for size in sorted(set(q_bus) & set(m_bus)):
+    qb, mb, cb = med(q_bus[size]), med(m_bus[size]), med(c_bw.get(size, []))
+    rows.append({
+        "size": size,
+        "quorum_busbw_gbs": qb, "quorum_time_us": med(q_time[size]),
+        "quorum_inplace_busbw_gbs": med(q_ip_bus.get(size, [])),
+        "mpi_busbw_gbs": mb, "mpi_time_us": med(m_time[size]),
+        "ratio_quorum_mpi": qb / mb if mb > 0 else None,
+        "memcpy_gbs": cb,
+        "ratio_quorum_memcpy": qb / cb if cb > 0 else None,
+        "quorum_wrong": sum(w or 0 for w in q_wrong[size]),
+        "mpi_wrong": sum(w or 0 for w in m_wrong[size]),
+        "rounds": len(q_bus[size]),
+    })
+
+print(f"# allreduce float32 sum, {nranks} ranks, out-of-place busbw (GB/s = 1e9 B/s), "
+      f"median of {rounds} rounds")
+print(f"#{'size':>11} {'quorum':>9} {'mpi':>9} {'q/mpi':>7} {'memcpy':>9} {'q/memcpy':>9}"
+      f" {'q_us':>10} {'mpi_us':>10} {'#wrong':>6}")
+fmt = lambda x, p=2: "-" if x is None or x != x else f"{x:.{p}f}"
+for r in rows:
+    print(f" {r['size']:>11} {fmt(r['quorum_busbw_gbs']):>9} {fmt(r['mpi_busbw_gbs']):>9}"
+          f" {fmt(r['ratio_quorum_mpi']):>7} {fmt(r['memcpy_gbs']):>9}"
+          f" {fmt(r['ratio_quorum_memcpy'], 3):>9} {fmt(r['quorum_time_us']):>10}"
+          f" {fmt(r['mpi_time_us']):>10} {r['quorum_wrong'] + r['mpi_wrong']:>6}")
+json.dump({"what": "allreduce float32 sum, out-of-place busbw, median over rounds",
+           "nranks": nranks, "rounds": rounds,
+           "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "rows": rows},
+          open(out, "w"), indent=1)
+print(f"# written to {out}")
+bad = sum(r["quorum_wrong"] + r["mpi_wrong"] for r in rows)
+sys.exit(3 if bad else 0)
+PY

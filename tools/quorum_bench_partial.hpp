@@ -1,0 +1,28 @@
+// quorum_bench_partial.hpp: `quorum-bench partial`, the benchmark of the
+// partial collectives (solo and majority allreduce) against a synchronous
+// allreduce under an injected load imbalance (see PARTIAL-COLLECTIVES.md).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "quorum/quorum.h"
+
+namespace quorum_bench {
+
+struct PartialOptions {
+  double compute_ms = 10;       // C: every rank's compute per step
+  double delay_ms = 10;         // D: the injected extra delay
+  std::string model = "paper";  // paper | slow-rank | exponential
+  int steps = 100;
+  size_t bytes = size_t{1} << 20;  // float32 gradient size
+  unsigned max_staleness = 32;
+  unsigned long long seed = 42;
+  bool json = false;
+};
+
+// Runs sync, solo and majority in turn; rank 0 prints. Returns the process
+// exit status: 0 fine, 3 if the results did not add up to what was posted.
+int run_partial_bench(quorum_comm_t comm, const PartialOptions &options);
+
+}  // namespace quorum_bench

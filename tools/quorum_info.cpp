@@ -1,0 +1,247 @@
+// quorum-info: what quorum sees on this machine and in this job: version, the
+// bootstrap in use (rank/size), the transports available and the one chosen,
+// UCX's version and memory types, the topology, and every knob with its value,
+// default, source and help. `--json` prints the same as one JSON object.
+//
+// Run alone it describes a single process; under quorum-run or mpirun it
+// connects like any quorum program (rank 0 prints unless --all-ranks).
+#include <fmt/format.h>
+#include <ucp/api/ucp.h>
+#include <ucs/memory/memory_type.h>
+
+#include <CLI/CLI.hpp>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "collectives/communicator.hpp"
+#include "quorum/quorum.h"
+#include "runtime/bootstrap/bootstrap.hpp"
+#include "runtime/knobs.hpp"
+#include "transports/transport.hpp"
+
+#if __has_include("runtime/topology.hpp")
+#include "runtime/topology.hpp"
+#define QUORUM_INFO_HAVE_TOPOLOGY 1
+#endif
+
+namespace {
+
+using nlohmann::json;
+
+// UCX as loaded at run time: version and the memory types its context accepts.
+json ucx_facts() {
+  json j;
+  j["version"] = ucp_get_version_string();
+  ucp_config_t *config = nullptr;
+  if (ucp_config_read(nullptr, nullptr, &config) != UCS_OK) {
+    j["error"] = "ucp_config_read failed";
+    return j;
+  }
+  ucp_params_t params{};
+  params.field_mask = UCP_PARAM_FIELD_FEATURES;
+  params.features = UCP_FEATURE_TAG;
+  ucp_context_h context = nullptr;
+  ucs_status_t s = ucp_init(&params, config, &context);
+  ucp_config_release(config);
+  if (s != UCS_OK) {
+    j["error"] = fmt::format("ucp_init failed: {}", ucs_status_string(s));
+    return j;
+  }
+  ucp_context_attr_t attr{};
+  attr.field_mask = UCP_ATTR_FIELD_MEMORY_TYPES;
+  if (ucp_context_query(context, &attr) == UCS_OK) {
+    json types = json::array();
+    for (int t = 0; t < UCS_MEMORY_TYPE_LAST; ++t) {
+      if (attr.memory_types & (uint64_t{1} << t)) types.push_back(ucs_memory_type_names[t]);
+    }
+    j["memory_types"] = types;
+    bool cuda = false;
+    for (const auto &t : types) cuda = cuda || t.get<std::string>().rfind("cuda", 0) == 0;
+    j["cuda_buffers"] = cuda;
+  }
+  ucp_cleanup(context);
+  return j;
+}
+
+json topology_facts() {
+#ifdef QUORUM_INFO_HAVE_TOPOLOGY
+  json j;
+  quorum::TopologyInfo t;
+  if (quorum::query_topology(&t) == quorum::kOk) {
+    j["packages"] = t.packages;
+    j["numa_nodes"] = t.numa_nodes;
+    j["cores"] = t.cores;
+    j["pus"] = t.pus;
+  } else {
+    j["error"] = quorum::last_error();
+  }
+  j["summary"] = quorum::describe_topology();
+  j["hostname"] = quorum::local_host_identity().hostname;
+  return j;
+#else
+  return nullptr;
+#endif
+}
+
+json knob_facts() {
+  json list = json::array();
+  for (quorum::KnobBase *k : quorum::all_knobs()) {
+    json j;
+    j["name"] = k->name();
+    j["type"] = k->type();
+    j["value"] = k->value_text();
+    j["default"] = k->default_text();
+    j["source"] = quorum::knob_source_name(k->source());
+    j["help"] = k->help();
+    if (!k->choices().empty()) j["choices"] = k->choices();
+    std::string err = k->error();
+    if (!err.empty()) j["error"] = err;
+    list.push_back(j);
+  }
+  return list;
+}
+
+// Bootstraps and, unless told not to, connects a communicator the way
+// quorum_init does, to show what a program would get.
+json job_facts(bool connect, int *rank_out, bool *ok) {
+  json j;
+  std::unique_ptr<quorum::Bootstrap> bootstrap;
+  if (quorum::bootstrap_from_environment(&bootstrap) != quorum::kOk) {
+    j["bootstrap"] = {{"error", quorum::last_error()}};
+    *ok = false;
+    return j;
+  }
+  *rank_out = bootstrap->rank();
+  j["bootstrap"] = {
+      {"name", bootstrap->name()}, {"rank", bootstrap->rank()}, {"size", bootstrap->size()}};
+  json transports = json::array();
+  for (const auto &t : quorum::transport_table()) {
+    transports.push_back(
+        {{"name", t.name}, {"priority", t.priority}, {"multi_process", t.multi_process}});
+  }
+  j["transports"] = transports;
+  if (!connect) {
+    j["transport"] = nullptr;
+    return j;
+  }
+  std::unique_ptr<quorum::Communicator> comm;
+  if (quorum::Communicator::create(std::move(bootstrap), &comm) != quorum::kOk) {
+    j["transport"] = {{"error", quorum::last_error()}};
+    *ok = false;
+    return j;
+  }
+  j["transport"] = {{"name", comm->transport_name()},
+                    {"description", comm->transport_description()}};
+  if (comm->finalize() != quorum::kOk) {
+    j["transport"]["finalize_error"] = quorum::last_error();
+    *ok = false;
+  }
+  return j;
+}
+
+std::string text_or(const json &j, const char *key, const std::string &fallback) {
+  return j.contains(key) && j[key].is_string() ? j[key].get<std::string>() : fallback;
+}
+
+void print_text(const json &info) {
+  fmt::print("quorum {}\n\n", info["version"].get<std::string>());
+
+  const json &b = info["bootstrap"];
+  if (b.contains("error")) {
+    fmt::print("bootstrap      : failed: {}\n", b["error"].get<std::string>());
+  } else {
+    fmt::print("bootstrap      : {} (rank {} of {})\n", b["name"].get<std::string>(),
+               b["rank"].get<int>(), b["size"].get<int>());
+  }
+  if (info.contains("transports")) {
+    std::string avail;
+    for (const auto &t : info["transports"]) {
+      avail += fmt::format("{}{} (priority {}{})", avail.empty() ? "" : ", ",
+                           t["name"].get<std::string>(), t["priority"].get<int>(),
+                           t["multi_process"].get<bool>() ? "" : ", threads only");
+    }
+    fmt::print("transports     : {}\n", avail);
+  }
+  if (info.contains("transport")) {
+    const json &t = info["transport"];
+    if (t.is_null()) {
+      fmt::print("transport      : (not connected: --no-connect)\n");
+    } else if (t.contains("error")) {
+      fmt::print("transport      : failed: {}\n", t["error"].get<std::string>());
+    } else {
+      fmt::print("transport      : {} - {}\n", t["name"].get<std::string>(),
+                 t["description"].get<std::string>());
+    }
+  }
+
+  const json &u = info["ucx"];
+  std::string mem;
+  if (u.contains("memory_types")) {
+    for (const auto &m : u["memory_types"]) {
+      mem += (mem.empty() ? "" : ", ") + m.get<std::string>();
+    }
+  }
+  fmt::print("ucx            : {}{}{}\n", u["version"].get<std::string>(),
+             mem.empty() ? "" : "; memory types: " + mem,
+             u.contains("error") ? "; " + u["error"].get<std::string>() : "");
+  if (u.contains("cuda_buffers")) {
+    fmt::print("device buffers : {}\n", u["cuda_buffers"].get<bool>()
+                                            ? "passed to UCX directly (UCX has CUDA)"
+                                            : "staged through host memory (UCX without CUDA)");
+  }
+  const json &topo = info["topology"];
+  if (topo.is_null()) {
+    fmt::print("topology       : (not in this build)\n");
+  } else {
+    fmt::print("topology       : {}\n", text_or(topo, "summary", text_or(topo, "error", "?")));
+  }
+
+  fmt::print("\nknobs ({}; set as environment variables):\n", info["knobs"].size());
+  for (const auto &k : info["knobs"]) {
+    fmt::print("  {} = {}   [{}, default {}, from {}]\n", k["name"].get<std::string>(),
+               k["value"].get<std::string>(), k["type"].get<std::string>(),
+               k["default"].get<std::string>(), k["source"].get<std::string>());
+    std::string help = k["help"].get<std::string>();
+    if (k.contains("choices")) {
+      std::string c;
+      for (const auto &x : k["choices"]) c += (c.empty() ? "" : "|") + x.get<std::string>();
+      help += " (" + c + ")";
+    }
+    fmt::print("      {}\n", help);
+    if (k.contains("error")) fmt::print("      INVALID: {}\n", k["error"].get<std::string>());
+  }
+}
+
+}  // namespace
+
+int main(int argc, char **argv) {
+  CLI::App app{"quorum-info: quorum's version, bootstrap, transports, UCX, topology and knobs"};
+  bool as_json = false, no_connect = false, all_ranks = false;
+  app.add_flag("--json", as_json, "print one JSON object");
+  app.add_flag("--no-connect", no_connect,
+               "only bootstrap; do not connect a communicator (no transport chosen)");
+  app.add_flag("--all-ranks", all_ranks, "every rank prints (default: rank 0 only)");
+  CLI11_PARSE(app, argc, argv);
+
+  json info;
+  info["version"] = quorum_version();
+  bool ok = true;
+  int rank = 0;
+  json job = job_facts(!no_connect, &rank, &ok);
+  for (auto it = job.begin(); it != job.end(); ++it) info[it.key()] = it.value();
+  info["ucx"] = ucx_facts();
+  info["topology"] = topology_facts();
+  info["knobs"] = knob_facts();
+  if (quorum::validate_knobs() != quorum::kOk) ok = false;
+
+  if (rank == 0 || all_ranks) {
+    if (as_json) {
+      fmt::print("{}\n", info.dump(2));
+    } else {
+      print_text(info);
+    }
+  }
+  return ok ? 0 : 1;
+}

@@ -1,10 +1,14 @@
-// quorum-train: trains a small CNN on one process (ref or cpu backend).
+// quorum-train: trains a small CNN, on one process or data-parallel on many.
 //
-// Prints a live progress line on a terminal (plain lines otherwise) and one
-// report per epoch: train loss, test accuracy, images/s, the time split into
-// data / forward / backward / reduce / update, and a parameter checksum.
-// --log writes the same as JSON lines. The distributed modes (--reduce,
-// --imbalance) belong to the multi-process build and are refused here.
+// Launched by quorum-run, mpirun or srun (or with --reduce), every rank trains
+// a replica on its shard and reduces gradients with --reduce sync|solo|majority
+// (quorum's allreduce or partial allreduce); --imbalance injects eager-SGD's
+// load imbalance. Rank 0 prints a live progress line on a terminal (plain lines
+// otherwise) and one report per epoch: train loss, test accuracy, images/s, the
+// time split into data / forward / backward / reduce / update / injected
+// imbalance, fresh contributions, and a parameter checksum that every epoch is
+// compared across ranks. --log writes the same as JSON lines; the last line is
+// a one-line summary (time to each epoch's accuracy) for scripts.
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -16,6 +20,8 @@
 #include "runtime/status.hpp"
 #include "trainer/backend.hpp"
 #include "trainer/dataset.hpp"
+#include "quorum/quorum.h"
+#include "trainer/distributed/collective_reducer.hpp"
 #include "trainer/gradient_reducer.hpp"
 #include "trainer/model_spec.hpp"
 #include "trainer/trainer.hpp"
@@ -39,9 +45,20 @@ class ConsoleObserver : public qt::TrainObserver {
   ConsoleObserver(bool tty, int64_t plain_every, std::ofstream *log, int64_t log_every)
       : tty_(tty), plain_every_(plain_every), log_(log), log_every_(log_every) {}
 
+  // Distributed runs: only rank 0 prints; every epoch's checksum is compared.
+  void set_distributed(int rank, qt::CollectiveReducer *reducer) {
+    rank_ = rank;
+    reducer_ = reducer;
+    if (rank_ != 0) log_ = nullptr;
+  }
+  bool replicas_agree() const { return replicas_agree_; }
+  // (cumulative training seconds, test accuracy) after each epoch.
+  const std::vector<std::pair<double, double>> &curve() const { return curve_; }
+
   void on_start(const qt::TrainConfig &c, size_t params, int64_t steps_per_epoch,
                 int64_t start_step) override {
     epochs_ = c.epochs;
+    if (rank_ != 0) return;
     std::printf("model %s: %zu parameters, batch %d, %lld steps per epoch%s\n", c.model.c_str(),
                 params, c.batch, static_cast<long long>(steps_per_epoch),
                 start_step > 0 ? fmt::format(", resumed at step {}", start_step).c_str() : "");
@@ -59,6 +76,7 @@ class ConsoleObserver : public qt::TrainObserver {
   }
 
   void on_step(const qt::StepProgress &p) override {
+    if (rank_ != 0) return;
     log_step(p);
     const bool last = p.step_in_epoch == p.steps_per_epoch;
     if (tty_) {
@@ -89,6 +107,14 @@ class ConsoleObserver : public qt::TrainObserver {
   }
 
   void on_epoch(const qt::EpochReport &r) override {
+    bool agree = true;
+    if (reducer_ != nullptr) {
+      if (reducer_->check_replicas(r.param_crc32, &agree) != quorum::kOk) agree = false;
+      replicas_agree_ = replicas_agree_ && agree;
+    }
+    train_seconds_ += r.seconds;
+    curve_.emplace_back(train_seconds_, r.test_accuracy);
+    if (rank_ != 0) return;
     if (line_open_) {
       std::fprintf(stderr, "\r\033[K");
       line_open_ = false;
@@ -96,12 +122,14 @@ class ConsoleObserver : public qt::TrainObserver {
     std::printf(
         "epoch %lld%s: train loss %.4f acc %.2f%% | test loss %.4f acc %.2f%% | %.0f img/s | "
         "%.0f img/cpu-s | %.2f s: data %.2f forward %.2f backward %.2f reduce %.2f update %.2f | "
-        "eval %.2f s | "
-        "params crc32 %08x sum %.6f\n",
+        "eval %.2f s | imbalance %.2f s | fresh %.2f | "
+        "params crc32 %08x sum %.6f%s\n",
         static_cast<long long>(r.epoch + 1), r.complete ? "" : " (partial)", r.train_loss,
         100 * r.train_accuracy, r.test_loss, 100 * r.test_accuracy, r.images_per_s,
         r.images_per_cpu_s, r.seconds, r.times.data, r.times.forward, r.times.backward,
-        r.times.reduce, r.times.update, r.eval_seconds, r.param_crc32, r.param_sum);
+        r.times.reduce, r.times.update, r.eval_seconds, r.times.imbalance, r.mean_contributors,
+        r.param_crc32, r.param_sum,
+        reducer_ == nullptr ? "" : agree ? " (same on every rank)" : " (REPLICAS DIFFER)");
     std::fflush(stdout);
     if (log_) {
       *log_ << json{{"event", "epoch"},
@@ -121,6 +149,9 @@ class ConsoleObserver : public qt::TrainObserver {
                     {"time_backward", r.times.backward},
                     {"time_reduce", r.times.reduce},
                     {"time_update", r.times.update},
+                    {"time_imbalance", r.times.imbalance},
+                    {"mean_contributors", r.mean_contributors},
+                    {"replicas_agree", agree},
                     {"eval_seconds", r.eval_seconds},
                     {"lr", r.lr},
                     {"param_crc32", fmt::format("{:08x}", r.param_crc32)},
@@ -137,6 +168,11 @@ class ConsoleObserver : public qt::TrainObserver {
   std::ofstream *log_;
   int64_t log_every_;
   int epochs_ = 0;
+  int rank_ = 0;
+  qt::CollectiveReducer *reducer_ = nullptr;
+  bool replicas_agree_ = true;
+  double train_seconds_ = 0;
+  std::vector<std::pair<double, double>> curve_;
   bool line_open_ = false;
   std::chrono::steady_clock::time_point last_draw_{};
 };
@@ -144,7 +180,9 @@ class ConsoleObserver : public qt::TrainObserver {
 }  // namespace
 
 int main(int argc, char **argv) {
-  CLI::App app{"quorum-train: train a small CNN (single process; ref or cpu backend)"};
+  CLI::App app{
+      "quorum-train: train a small CNN, on one process or data-parallel under quorum-run, "
+      "mpirun or srun (backends ref, cpu, cuda)"};
   qt::TrainConfig cfg;
   std::string backend_name = "cpu", data_name = "fashion-mnist", data_dir, log_path;
   std::string reduce_mode, imbalance;
@@ -212,15 +250,45 @@ int main(int argc, char **argv) {
   app.add_option("--checkpoint-every", cfg.checkpoint_every, "also every N steps (0: off)")
       ->check(CLI::NonNegativeNumber);
   app.add_option("--resume", cfg.resume_path, "continue from this checkpoint");
-  app.add_option("--reduce", reduce_mode, "gradient reduction: sync|solo|majority (distributed)")
+  unsigned max_staleness = 32;
+  bool drop_late = false;
+  app.add_option("--reduce", reduce_mode,
+                 "gradient reduction across ranks: sync (allreduce), solo or majority (partial "
+                 "allreduce, eager-SGD); default sync when launched on several ranks")
       ->check(CLI::IsMember({"sync", "solo", "majority"}));
-  app.add_option("--imbalance", imbalance, "inject load imbalance (distributed)");
+  app.add_option("--imbalance", imbalance,
+                 "inject load imbalance: none, paper:D[:K|:1-2] (K ranks drawn per step sleep D "
+                 "ms), slow:R:D (rank R sleeps D ms every step), exp:M (exponential, mean M ms)");
+  app.add_option("--max-staleness", max_staleness,
+                 "solo/majority: a synchronous round every N+1 rounds (0: always synchronous)")
+      ->capture_default_str();
+  app.add_flag("--drop-late", drop_late,
+               "solo/majority: drop gradients that miss their round (the reference's "
+               "behaviour) instead of carrying them into a later round");
   CLI11_PARSE(app, argc, argv);
 
-  if (!reduce_mode.empty() || !imbalance.empty()) {
-    std::fprintf(stderr, "quorum-train: %s is not available in a single-process build yet\n",
-                 !reduce_mode.empty() ? "--reduce" : "--imbalance");
-    return 2;
+  // Several ranks (a launcher's environment) or an explicit --reduce: distributed.
+  const bool launched = std::getenv("QUORUM_RANK") != nullptr ||
+                        std::getenv("PMIX_RANK") != nullptr ||
+                        std::getenv("OMPI_COMM_WORLD_RANK") != nullptr;
+  quorum_comm_t comm = nullptr;
+  std::unique_ptr<qt::CollectiveReducer> dist;
+  if (launched || !reduce_mode.empty() || !imbalance.empty()) {
+    if (quorum_init(&comm) != QUORUM_OK) {
+      std::fprintf(stderr, "quorum-train: %s\n", quorum_last_error());
+      return 1;
+    }
+    qt::ReducerOptions ro;
+    ro.mode = reduce_mode.empty() ? "sync" : reduce_mode;
+    ro.max_staleness = max_staleness;
+    ro.carry = !drop_late;
+    ro.seed = cfg.seed;
+    if (qt::ImbalanceModel::parse(imbalance, cfg.seed, &ro.imbalance) != quorum::kOk ||
+        qt::CollectiveReducer::create(comm, ro, nullptr, &dist) != quorum::kOk) {
+      std::fprintf(stderr, "quorum-train: %s\n", quorum::last_error());
+      quorum_finalize(comm);
+      return 2;
+    }
   }
   if (backend_name == "ref" && data_name != "synthetic" && train_limit == 0)
     std::fprintf(stderr,
@@ -252,13 +320,46 @@ int main(int argc, char **argv) {
   }
   ConsoleObserver observer(isatty(STDERR_FILENO) != 0, progress_every, log ? &log : nullptr,
                            log_every);
-  qt::LocalGradientReducer reducer;
+  qt::LocalGradientReducer local;
+  qt::GradientReducer *reducer = &local;
+  if (dist) {
+    dist->set_backend(backend.get());
+    reducer = dist.get();
+    observer.set_distributed(dist->rank(), dist.get());
+  }
   qt::TrainResult result;
-  if (qt::train(cfg, backend.get(), data, &reducer, &observer, &result) != quorum::kOk) {
+  if (qt::train(cfg, backend.get(), data, reducer, &observer, &result) != quorum::kOk) {
     std::fprintf(stderr, "quorum-train: %s\n", quorum::last_error());
+    if (comm) quorum_finalize(comm);
     return 1;
   }
-  std::printf("done: %lld steps, params crc32 %08x\n", static_cast<long long>(result.global_step),
-              qt::params_crc32(result.params));
-  return 0;
+  double drained = 0;
+  if (dist && dist->finish(&drained) != quorum::kOk) {
+    std::fprintf(stderr, "quorum-train: %s\n", quorum::last_error());
+    quorum_finalize(comm);
+    return 1;
+  }
+  const int rank = dist ? dist->rank() : 0;
+  if (rank == 0) {
+    std::printf("done: %lld steps, params crc32 %08x\n", static_cast<long long>(result.global_step),
+                qt::params_crc32(result.params));
+    // One line for scripts: time and accuracy after every epoch.
+    std::string curve;
+    for (const auto &[seconds, accuracy] : observer.curve()) {
+      curve += fmt::format("{}{:.2f}s:{:.2f}%", curve.empty() ? "" : ",", seconds, 100 * accuracy);
+    }
+    std::printf(
+        "summary reduce=%s ranks=%d imbalance=%s train_seconds=%.2f test_accuracy=%.2f "
+        "replicas=%s drained_l1=%.3g curve=%s\n",
+        dist ? dist->name() : "local", dist ? dist->size() : 1, imbalance.empty() ? "none" : imbalance.c_str(),
+        observer.curve().empty() ? 0.0 : observer.curve().back().first,
+        100 * result.last.test_accuracy, observer.replicas_agree() ? "agree" : "DIFFER", drained,
+        curve.c_str());
+    std::fflush(stdout);
+  }
+  if (comm && quorum_finalize(comm) != QUORUM_OK) {
+    std::fprintf(stderr, "quorum-train: finalize: %s\n", quorum_last_error());
+    return 1;
+  }
+  return observer.replicas_agree() ? 0 : 3;
 }

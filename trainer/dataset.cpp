@@ -272,9 +272,13 @@ std::vector<uint32_t> ShardSampler::epoch_indices(int64_t epoch) const {
   std::iota(order.begin(), order.end(), 0u);
   Rng rng(Rng::mix(seed_, 0x5a3f1e00u + uint64_t(epoch)));
   for (size_t i = count_; i > 1; --i) std::swap(order[i - 1], order[rng.below(i)]);
+  // Strided: rank r takes order[r], order[r + P], ... so that the ranks'
+  // batches of step k together hold the same examples as one rank's batch of
+  // P times the size (P ranks at batch b train like one rank at batch P*b).
   const size_t shard = shard_size();
-  return std::vector<uint32_t>(order.begin() + size_t(rank_) * shard,
-                               order.begin() + size_t(rank_ + 1) * shard);
+  std::vector<uint32_t> mine(shard);
+  for (size_t i = 0; i < shard; ++i) mine[i] = order[i * size_t(world_) + size_t(rank_)];
+  return mine;
 }
 
 namespace {

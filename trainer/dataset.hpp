@@ -69,8 +69,10 @@ Status load_dataset(const std::string &name, const std::string &dir, bool verify
 // The order of one epoch and this rank's part of it.
 //
 // Every rank draws the same permutation of [0, count) from (seed, epoch) and
-// takes the contiguous slice [rank * shard, (rank + 1) * shard), shard =
-// count / world (the remainder is left out so all ranks take equal steps).
+// takes every world-th element from position rank (shard = count / world; the
+// remainder is left out so all ranks take equal steps). Strided, so that at
+// step k the ranks' batches of b hold the same examples as one rank's batch of
+// world x b: P ranks under sync train like one rank at P times the batch.
 class ShardSampler {
  public:
   ShardSampler(size_t count, uint64_t seed, int rank, int world);

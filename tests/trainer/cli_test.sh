@@ -29,8 +29,9 @@ expect_error "negative lr" "--lr" --lr -1
 expect_error "non-numeric epochs" "--epochs" --epochs many
 expect_error "missing data dir" "train-images-idx3-ubyte.gz" --data-dir "$tmp/none"
 expect_error "cifar without dir" "data directory" --data cifar10 --model cifar-cnn
-expect_error "reduce in single process" "not available in a single-process build" --reduce sync
-expect_error "imbalance in single process" "not available in a single-process build" --imbalance 1:100ms
+expect_error "unknown reduction" "--reduce" --reduce fastest --data synthetic
+expect_error "malformed imbalance" "--imbalance '1:100ms'" --imbalance 1:100ms --data synthetic
+expect_error "imbalance without delay" "paper takes D" --imbalance paper --data synthetic
 expect_error "cuda backend" "cuda" --backend cuda --data synthetic
 expect_error "missing checkpoint" "$tmp/nope" --data synthetic --resume "$tmp/nope"
 

@@ -42,6 +42,8 @@ class CollectiveReducer : public GradientReducer {
   Status reduce_gradients(float *grads, size_t count, MemoryKind memory, int64_t step,
                           ReduceInfo *info) override;
   const char *name() const override { return options_.mode.c_str(); }
+  // The backend that owns device gradients (copies for the partial modes).
+  void set_backend(Backend *backend) { backend_ = backend; }
 
   // Collective: drains what partial rounds still carry (flush) and frees them.
   // Returns the L1 norm of the drained gradient sum (0 for sync), for the log.

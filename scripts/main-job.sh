@@ -1,10 +1,44 @@
 #!/usr/bin/env bash
-# main-job.sh: installs what is needed, builds, and runs quorum's main job.
-# Until the data-parallel trainer lands this is the allreduce sweep on 2 local
-# ranks (quorum-bench under quorum-run, over UCX shared memory).
+# main-job.sh: installs what is needed, builds, and runs quorum's main job: a
+# short data-parallel training run of fm-s on Fashion-MNIST on 2 local ranks
+# (quorum-run, UCX shared memory) under eager-SGD's load imbalance (per step
+# one rank drawn from a shared seed sleeps D ms), once with synchronous
+# allreduce and once each with the majority and solo partial allreduce; then
+# prints the training time and test accuracy of each, side by side.
+# Knobs: EPOCHS (2), TRAIN_LIMIT (30000 images), DELAY_MS (20), RANKS (2).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
 scripts/build.sh build
 export UCX_NET_DEVICES=lo
-build/tools/quorum-run -n 2 -- build/tools/quorum-bench --coll allreduce -b 8 -e 64M -f 4
+
+epochs=${EPOCHS:-2}
+limit=${TRAIN_LIMIT:-30000}
+delay=${DELAY_MS:-20}
+ranks=${RANKS:-2}
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
+
+for mode in sync majority solo; do
+  echo "== $mode allreduce, $ranks ranks, imbalance paper:$delay:1"
+  build/tools/quorum-run -n "$ranks" -- build/tools/quorum-train --data fashion-mnist \
+    --model fm-s --batch 64 --epochs "$epochs" --train-limit "$limit" --reduce "$mode" \
+    --imbalance "paper:$delay:1" --progress-every 0 | tee "$out/$mode"
+done
+
+python3 - "$out" <<'PY'
+import re, sys
+runs = {}
+for mode in ("sync", "majority", "solo"):
+    line = [l for l in open(f"{sys.argv[1]}/{mode}") if "summary" in l][-1]
+    f = dict(kv.split("=", 1) for kv in line.split("summary", 1)[1].split())
+    curve = [tuple(float(x.rstrip("s%")) for x in p.split(":")) for p in f["curve"].split(",")]
+    runs[mode] = (float(f["train_seconds"]), float(f["test_accuracy"]), curve, f["replicas"])
+sync_t, sync_acc, _, _ = runs["sync"]
+print()
+print(f"{'reduction':>10} {'train s':>9} {'test acc %':>11} {'speedup':>8} {'s to sync acc':>14} {'replicas':>9}")
+for mode, (t, acc, curve, rep) in runs.items():
+    reach = next((s for s, a in curve if a >= sync_acc - 0.5), None)
+    reach_s = f"{reach:.2f}" if reach is not None else "not reached"
+    print(f"{mode:>10} {t:9.2f} {acc:11.2f} {sync_t / t:8.2f} {reach_s:>14} {rep:>9}")
+PY

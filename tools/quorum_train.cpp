@@ -17,10 +17,10 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "quorum/quorum.h"
 #include "runtime/status.hpp"
 #include "trainer/backend.hpp"
 #include "trainer/dataset.hpp"
-#include "quorum/quorum.h"
 #include "trainer/distributed/collective_reducer.hpp"
 #include "trainer/gradient_reducer.hpp"
 #include "trainer/model_spec.hpp"
@@ -129,7 +129,9 @@ class ConsoleObserver : public qt::TrainObserver {
         r.images_per_cpu_s, r.seconds, r.times.data, r.times.forward, r.times.backward,
         r.times.reduce, r.times.update, r.eval_seconds, r.times.imbalance, r.mean_contributors,
         r.param_crc32, r.param_sum,
-        reducer_ == nullptr ? "" : agree ? " (same on every rank)" : " (REPLICAS DIFFER)");
+        reducer_ == nullptr ? ""
+        : agree             ? " (same on every rank)"
+                            : " (REPLICAS DIFFER)");
     std::fflush(stdout);
     if (log_) {
       *log_ << json{{"event", "epoch"},
@@ -351,7 +353,8 @@ int main(int argc, char **argv) {
     std::printf(
         "summary reduce=%s ranks=%d imbalance=%s train_seconds=%.2f test_accuracy=%.2f "
         "replicas=%s drained_l1=%.3g curve=%s\n",
-        dist ? dist->name() : "local", dist ? dist->size() : 1, imbalance.empty() ? "none" : imbalance.c_str(),
+        dist ? dist->name() : "local", dist ? dist->size() : 1,
+        imbalance.empty() ? "none" : imbalance.c_str(),
         observer.curve().empty() ? 0.0 : observer.curve().back().first,
         100 * result.last.test_accuracy, observer.replicas_agree() ? "agree" : "DIFFER", drained,
         curve.c_str());

@@ -85,6 +85,38 @@ class Request {
   quorum_request_t r_ = nullptr;
 };
 
+class Comm;
+
+// A partial allreduce (solo or majority, after eager-SGD) over `count`
+// elements of T: each step post() this rank's contribution, then wait() for
+// the round's result (the same on every rank). Created and destroyed
+// collectively; flush() drains every carried contribution at the end.
+template <typename T>
+class Partial {
+ public:
+  Partial(const Comm &comm, size_t count, const quorum_partial_opts_t &opts,
+          quorum_op_t op = QUORUM_SUM);
+  Partial(Partial &&o) noexcept : p_(std::exchange(o.p_, nullptr)) {}
+  Partial &operator=(Partial &&) = delete;
+  Partial(const Partial &) = delete;
+  ~Partial() {
+    if (p_) quorum_partial_destroy(p_);
+  }
+  void post(const T *contribution) { check(quorum_partial_post(p_, contribution)); }
+  quorum_round_info_t wait(T *result) {
+    quorum_round_info_t info{};
+    check(quorum_partial_wait(p_, result, &info));
+    return info;
+  }
+  void flush(T *result) { check(quorum_partial_flush(p_, result)); }
+  void destroy() {
+    if (p_) check(quorum_partial_destroy(std::exchange(p_, nullptr)));
+  }
+
+ private:
+  quorum_partial_t p_ = nullptr;
+};
+
 class Comm {
  public:
   // Bootstraps from the environment (PMIx, quorum-run, or a single process).
@@ -132,5 +164,11 @@ class Comm {
  private:
   quorum_comm_t c_ = nullptr;
 };
+
+template <typename T>
+Partial<T>::Partial(const Comm &comm, size_t count, const quorum_partial_opts_t &opts,
+                    quorum_op_t op) {
+  check(quorum_partial_create(comm.handle(), count, dtype_of<T>::value, op, &opts, &p_));
+}
 
 }  // namespace quorum

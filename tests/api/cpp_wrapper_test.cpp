@@ -46,6 +46,22 @@ TEST(CppWrapper, AllreduceAndRequestsOverOob) {
         EXPECT_EQ(e.status(), QUORUM_ERR_INVALID_ARG);
         EXPECT_NE(std::string(e.what()).find("root 17"), std::string::npos) << e.what();
       }
+      {
+        quorum_partial_opts_t opts{QUORUM_PARTIAL_SOLO, 2, 1, 7};
+        quorum::Partial<int64_t> partial(comm, 4, opts);
+        int64_t total = 0;
+        std::vector<int64_t> mine(4, r + 1), result(4);
+        for (int step = 0; step < 5; ++step) {
+          partial.post(mine.data());
+          quorum_round_info_t info = partial.wait(result.data());
+          EXPECT_EQ(info.round, static_cast<unsigned long long>(step));
+          total += result[0];
+        }
+        partial.flush(result.data());
+        total += result[0];
+        EXPECT_EQ(total, 5 * 6) << "every contribution lands in exactly one round";
+        partial.destroy();
+      }
       comm.finalize();
     });
   }

@@ -10,7 +10,9 @@
 namespace quorum::trainer {
 
 namespace {
-double seconds_since(uint64_t start_ns) { return static_cast<double>(now_ns() - start_ns) * 1e-9; }
+double seconds_since(uint64_t start_ns) {
+  return static_cast<double>(now_ns() - start_ns) * 1e-9;
+}
 
 Status api_error(quorum_status_t s, const char *what) {
   // The library already logged the cause; keep its detail as our last error.
@@ -22,8 +24,8 @@ Status CollectiveReducer::create(quorum_comm_t comm, const ReducerOptions &optio
                                  Backend *backend, std::unique_ptr<CollectiveReducer> *out) {
   if (comm == nullptr) return fail(QUORUM_ERR_INVALID_ARG, "reducer", "no communicator");
   if (options.mode != "sync" && options.mode != "solo" && options.mode != "majority") {
-    return fail(QUORUM_ERR_INVALID_ARG, "reducer",
-                "--reduce '{}': expected sync, solo or majority", options.mode);
+    return fail(QUORUM_ERR_INVALID_ARG, "reducer", "--reduce '{}': expected sync, solo or majority",
+                options.mode);
   }
   std::unique_ptr<CollectiveReducer> r(new CollectiveReducer());
   r->comm_ = comm;

@@ -22,7 +22,7 @@
 namespace quorum::trainer {
 
 struct ReducerOptions {
-  std::string mode = "sync";   // sync | solo | majority
+  std::string mode = "sync";    // sync | solo | majority
   unsigned max_staleness = 32;  // partial: a synchronous round every max_staleness+1
   bool carry = true;            // partial: late gradients ride in a later round
   uint64_t seed = 1;            // majority initiators and imbalance draws

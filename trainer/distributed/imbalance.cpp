@@ -84,8 +84,10 @@ Status ImbalanceModel::parse(const std::string &spec, uint64_t seed, ImbalanceMo
 
 double ImbalanceModel::delay_ms(int rank, int size, int64_t step) const {
   switch (kind_) {
-    case Kind::None: return 0;
-    case Kind::Slow: return rank == slow_rank_ ? ms_ : 0;
+    case Kind::None:
+      return 0;
+    case Kind::Slow:
+      return rank == slow_rank_ ? ms_ : 0;
     case Kind::Exponential: {
       uint64_t h = mix64(seed_, static_cast<uint64_t>(step), static_cast<uint64_t>(rank) + 1);
       double u = (static_cast<double>(h >> 11) + 0.5) / 9007199254740992.0;  // (0, 1)
@@ -112,9 +114,12 @@ double ImbalanceModel::delay_ms(int rank, int size, int64_t step) const {
 
 double ImbalanceModel::expected_max_delay_ms(int size) const {
   switch (kind_) {
-    case Kind::None: return 0;
-    case Kind::Slow: return slow_rank_ < size ? ms_ : 0;
-    case Kind::Paper: return min_ranks_ > 0 || max_ranks_ > 0 ? ms_ : 0;
+    case Kind::None:
+      return 0;
+    case Kind::Slow:
+      return slow_rank_ < size ? ms_ : 0;
+    case Kind::Paper:
+      return min_ranks_ > 0 || max_ranks_ > 0 ? ms_ : 0;
     case Kind::Exponential: {
       double h = 0;  // E[max of n exponentials] = mean * H_n
       for (int i = 1; i <= size; ++i) h += 1.0 / i;

@@ -26,8 +26,18 @@ ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
   meson test -C build-asan --num-processes 2 --print-errorlogs --timeout-multiplier 3 \
   --no-suite gpu --no-suite slow
 
-echo "== build (thread sanitizer)"
-scripts/build.sh build-tsan -Db_sanitize=thread -Db_lundef=false -Dcuda=disabled -Dperf=false
+echo "== build (thread sanitizer: the threaded tests only)"
+if [ ! -f build-tsan/build.ninja ]; then
+  meson setup build-tsan -Db_sanitize=thread -Db_lundef=false -Dcuda=disabled -Dperf=false >/dev/null
+fi
+# Build just the executables of the tsan suite.
+targets=$(meson introspect build-tsan --tests | python3 -c '
+import json, os, sys
+root = os.path.abspath("build-tsan")
+for t in json.load(sys.stdin):
+    if any(s.split(":")[-1] == "tsan" for s in t["suite"]):
+        print(os.path.relpath(t["cmd"][0], root))')
+ninja -C build-tsan -j "${QUORUM_BUILD_JOBS:-$(nproc)}" $targets >/dev/null
 TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1:suppressions=$PWD/tests/sanitizers/tsan.supp \
-  meson test -C build-tsan --num-processes 2 --print-errorlogs --timeout-multiplier 4 \
-  --suite tsan
+  meson test -C build-tsan --no-rebuild --num-processes 2 --print-errorlogs \
+  --timeout-multiplier 4 --suite tsan

@@ -279,6 +279,14 @@ class InprocTransport : public Transport {
     std::lock_guard<std::mutex> lock(box_->mutex);
     for (auto &r : box_->posted) r.req->complete(QUORUM_ERR_PEER_FAILED);
     box_->posted.clear();
+    // Peers' large sends parked here will never be read: fail them, or their
+    // senders would wait for them forever.
+    for (auto &u : box_->unexpected) {
+      if (u.send_req) {
+        u.send_req->complete(QUORUM_ERR_PEER_FAILED);
+        u.sender_box->signal();
+      }
+    }
     box_->unexpected.clear();
   }
 

@@ -139,5 +139,17 @@ TEST(InprocTransport, DeadPeerFailsPendingAndFutureReceives) {
   EXPECT_EQ(s.status, QUORUM_ERR_PEER_FAILED);
 }
 
+TEST(InprocTransport, LargeSendToAPeerThatDiesFails) {
+  Pair pr;
+  std::vector<uint8_t> big(1 << 20, 7);
+  TransportRequest s;
+  // Parked at rank 1 (no receive posted yet), then rank 1 dies.
+  ASSERT_EQ(pr.t[0]->send(1, 9, big.data(), big.size(), &s), QUORUM_OK);
+  EXPECT_TRUE(s.pending());
+  inproc_simulate_failure(*pr.t[1]);
+  ASSERT_TRUE(wait_done(*pr.t[0], s));
+  EXPECT_EQ(s.status, QUORUM_ERR_PEER_FAILED);
+}
+
 }  // namespace
 }  // namespace quorum

@@ -38,6 +38,8 @@ for t in json.load(sys.stdin):
     if any(s.split(":")[-1] == "tsan" for s in t["suite"]):
         print(os.path.relpath(t["cmd"][0], root))')
 ninja -C build-tsan -j "${QUORUM_BUILD_JOBS:-$(nproc)}" $targets >/dev/null
-TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1:suppressions=$PWD/tests/sanitizers/tsan.supp \
+# UCX's memory hooks (libucm intercepts madvise at thread exit) crash under TSan.
+UCX_MEM_MMAP_HOOK_MODE=none UCX_MEM_EVENTS=no \
+  TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1:suppressions=$PWD/tests/sanitizers/tsan.supp \
   meson test -C build-tsan --no-rebuild --num-processes 2 --print-errorlogs \
   --timeout-multiplier 4 --suite tsan

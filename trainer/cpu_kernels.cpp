@@ -5,7 +5,8 @@
 #include <cstdint>
 #include <cstring>
 
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+// (Not under ThreadSanitizer: ifunc resolvers run before its runtime starts.)
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_THREAD__)
 #define QUORUM_MULTIVERSION __attribute__((target_clones("avx512f", "avx2", "default")))
 #else
 #define QUORUM_MULTIVERSION

@@ -30,7 +30,10 @@
 #define QUORUM_HAVE_F16C_PATH 1
 #endif
 
-#if defined(__x86_64__) && defined(__GNUC__) && defined(__has_attribute)
+// No clones under ThreadSanitizer: their ifunc resolvers run before the TSan
+// runtime is initialised and crash the process at load time.
+#if defined(__x86_64__) && defined(__GNUC__) && defined(__has_attribute) && \
+    !defined(__SANITIZE_THREAD__)
 #if __has_attribute(target_clones)
 #define QUORUM_KERNEL_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
 #endif

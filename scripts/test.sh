@@ -27,9 +27,8 @@ ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
   --no-suite gpu --no-suite slow
 
 echo "== build (thread sanitizer: the threaded tests only)"
-if [ ! -f build-tsan/build.ninja ]; then
-  meson setup build-tsan -Db_sanitize=thread -Db_lundef=false -Dcuda=disabled -Dperf=false >/dev/null
-fi
+QUORUM_CONFIGURE_ONLY=1 scripts/build.sh build-tsan -Db_sanitize=thread -Db_lundef=false \
+  -Dcuda=disabled -Dperf=false
 # Build just the executables of the tsan suite.
 targets=$(meson introspect build-tsan --tests | python3 -c '
 import json, os, sys
@@ -37,7 +36,7 @@ root = os.path.abspath("build-tsan")
 for t in json.load(sys.stdin):
     if any(s.split(":")[-1] == "tsan" for s in t["suite"]):
         print(os.path.relpath(t["cmd"][0], root))')
-ninja -C build-tsan -j "${QUORUM_BUILD_JOBS:-$(nproc)}" $targets >/dev/null
+QUORUM_BUILD_TARGETS="$targets" scripts/build.sh build-tsan
 # UCX's memory hooks (libucm intercepts madvise at thread exit) crash under TSan.
 UCX_MEM_MMAP_HOOK_MODE=none UCX_MEM_EVENTS=no \
   TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1:suppressions=$PWD/tests/sanitizers/tsan.supp \

@@ -64,6 +64,11 @@ Status Communicator::create(std::unique_ptr<Bootstrap> bootstrap,
     ProgressSource src{[t] { return t->progress(); }, [t] { return t->event_fd(); },
                        [t] { return t->arm(); }};
     comm->engine_ = std::make_unique<ProgressEngine>(std::move(src), comm->rank_);
+    // The same inputs on every rank, so every rank takes part in the creation or none.
+    if (knob_shm.get() && std::string(t->name()) == "ucx" &&
+        comm->layout_.local.size() == static_cast<size_t>(comm->size_)) {
+      QUORUM_CHECK(ShmChannel::create(*comm->bootstrap_, &comm->shm_));
+    }
   } else {
     comm->engine_ = std::make_unique<ProgressEngine>(ProgressSource{}, comm->rank_);
   }
@@ -141,12 +146,17 @@ Status Communicator::start(const CollArgs &args_in, RequestPtr *req, bool blocki
   if (!blocking) want_progress_thread();
   uint64_t seq = next_sequence();
   const AlgorithmInfo *algo = nullptr;
-  QUORUM_CHECK(select_algorithm(args, size_, &algo));
+  // Shared memory only for host buffers (device buffers go through the transport).
+  bool shm_ready = shm_ && args.kind == CollKind::Allreduce &&
+                   !(cuda_available() && (buffer_kind(args.send) == BufferKind::Device ||
+                                          buffer_kind(args.recv) == BufferKind::Device));
+  QUORUM_CHECK(select_algorithm(args, size_, &algo, shm_ready));
   std::string what = fmt::format("{} #{} ({}, count {}, {}, {})", coll_kind_name(args.kind), seq,
                                  algo->name, args.count, dtype_name(args.dtype), op_name(args.op));
   QLOG_DEBUG("coll", "start {}", what);
   auto sched = std::make_unique<Schedule>(what);
   Builder b(*sched, transport_.get(), rank_, size_, args.kind, seq, scratch_);
+  if (shm_ready) b.set_shm(shm_.get());
   StagingPlan staging;
   QUORUM_CHECK(stage_device_buffers(b, &args, transport_.get(), &staging));
   if (signature_check_) {

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "collectives/algorithms/algorithm.hpp"
+#include "collectives/algorithms/allreduce_shm.hpp"
 #include "collectives/scratch_pool.hpp"
 #include "runtime/bootstrap/bootstrap.hpp"
 #include "runtime/progress/engine.hpp"
@@ -91,6 +92,7 @@ class Communicator {
   std::unique_ptr<ProgressEngine> engine_;
   ScratchPool scratch_;
   HostLayout layout_;
+  std::unique_ptr<ShmChannel> shm_;  // every rank a process of this host (ucx)
   std::string progress_mode_;
   std::atomic<uint64_t> next_seq_{0};
   uint64_t next_object_id_ = 0;

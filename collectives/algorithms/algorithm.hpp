@@ -19,6 +19,8 @@
 
 namespace quorum {
 
+class ShmChannel;
+
 enum class CollKind : uint8_t {
   Allreduce = 1,
   Bcast = 2,
@@ -87,6 +89,9 @@ class Builder {
 
   Schedule &schedule() { return s_; }
   Transport *transport() { return t_; }
+  // The communicator's shared-memory channel (all ranks on this host), or null.
+  void set_shm(ShmChannel *shm) { shm_ = shm; }
+  ShmChannel *shm() const { return shm_; }
   ScratchPool &scratch_pool() { return scratch_; }
 
  private:
@@ -102,6 +107,7 @@ class Builder {
   ScratchPool &scratch_;
   std::vector<TaskId> entry_;
   std::vector<ScratchPool::Lease> leases_;
+  ShmChannel *shm_ = nullptr;
 };
 
 // Builds the tasks of one collective; returns the id of its last task.
@@ -117,7 +123,10 @@ struct AlgorithmInfo {
 // Every algorithm, registered in algorithms/table.cpp.
 const std::vector<AlgorithmInfo> &algorithm_table();
 // The algorithm for this call: the knob QUORUM_<KIND>_ALGO if set, else the
-// default rule on message size and number of ranks.
-Status select_algorithm(const CollArgs &args, int size, const AlgorithmInfo **out);
+// default rule on message size and number of ranks. shm_ready: the caller's
+// Builder has a shared-memory channel (else "shm" is never chosen, and a knob
+// that forces it falls back to the default rule).
+Status select_algorithm(const CollArgs &args, int size, const AlgorithmInfo **out,
+                        bool shm_ready = false);
 
 }  // namespace quorum

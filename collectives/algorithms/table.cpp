@@ -2,7 +2,9 @@
 //
 // Defaults: allreduce uses recursive doubling up to QUORUM_ALLREDUCE_SMALL_BYTES
 // (latency: log2 P steps) and the pipelined ring above (bandwidth: 2(P-1)/P n
-// bytes per rank). Each collective's choice can be forced with its knob.
+// bytes per rank). When every rank is a process of this host (the communicator
+// has a shared-memory channel), allreduce uses "shm" at every size.
+// Each collective's choice can be forced with its knob.
 #include <atomic>
 
 #include "collectives/algorithms/algorithms.hpp"
@@ -14,8 +16,9 @@ namespace quorum {
 
 Knob<std::string> knob_allreduce_algo(
     "QUORUM_ALLREDUCE_ALGO", "auto",
-    "Allreduce algorithm: auto, recursive_doubling, rabenseifner or ring",
-    {"auto", "recursive_doubling", "rabenseifner", "ring"});
+    "Allreduce algorithm: auto, recursive_doubling, rabenseifner, ring or shm (shared memory; "
+    "only when every rank is a process of this host, else the default rule applies)",
+    {"auto", "recursive_doubling", "rabenseifner", "ring", "shm"});
 Knob<int64_t> knob_allreduce_small_bytes("QUORUM_ALLREDUCE_SMALL_BYTES", 32768,
                                          "Allreduce under auto: messages up to this size use "
                                          "recursive doubling");
@@ -47,6 +50,10 @@ const std::vector<AlgorithmInfo> &algorithm_table() {
       {CollKind::Allreduce, "rabenseifner",
        "2 log2(P') steps (recursive halving + doubling), about 2(P'-1)/P' n bytes per rank",
        build_allreduce_rabenseifner},
+      {CollKind::Allreduce, "shm",
+       "through a shared-memory segment: copy in, reduce 1/P each, copy out, per chunk; no "
+       "messages",
+       build_allreduce_shm},
       {CollKind::Bcast, "binomial", "ceil(log2 P) steps, chunked pipeline along the tree",
        build_bcast_binomial},
       {CollKind::Bcast, "scatter_allgather",
@@ -70,9 +77,10 @@ const AlgorithmInfo *find(CollKind kind, const std::string &name) {
   return nullptr;
 }
 
-std::string default_choice(const CollArgs &args, int size) {
+std::string default_choice(const CollArgs &args, int size, bool shm_ready) {
   switch (args.kind) {
     case CollKind::Allreduce: {
+      if (shm_ready) return "shm";
       size_t bytes = args.count * dtype_size(args.dtype);
       if (bytes <= static_cast<size_t>(knob_allreduce_small_bytes.get()) ||
           args.count < static_cast<size_t>(size)) {
@@ -115,10 +123,12 @@ Knob<std::string> *knob_for(CollKind kind) {
 
 }  // namespace
 
-Status select_algorithm(const CollArgs &args, int size, const AlgorithmInfo **out) {
+Status select_algorithm(const CollArgs &args, int size, const AlgorithmInfo **out, bool shm_ready) {
   Knob<std::string> *knob = knob_for(args.kind);
   std::string forced = knob ? knob->get() : "auto";
-  std::string name = forced == "auto" ? default_choice(args, size) : forced;
+  // shm without a segment (threads, ranks on several hosts): the default rule.
+  if (forced == "shm" && !shm_ready) forced = "auto";
+  std::string name = forced == "auto" ? default_choice(args, size, shm_ready) : forced;
   const AlgorithmInfo *algo = find(args.kind, name);
   if (!algo) {
     return fail(QUORUM_ERR_INTERNAL, "select", "no algorithm '{}' for {}", name,

@@ -6,7 +6,9 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 
 #include "runtime/knobs.hpp"
@@ -19,6 +21,10 @@ Knob<int64_t> knob_spin_us("QUORUM_SPIN_US", -1,
                            "sleeps on the transport's event fd; -1 (auto): 200 when this host "
                            "has a core for every local rank, else 10 (ranks share cores, so "
                            "polling would steal time from the rank it waits for)");
+
+Knob<int64_t> knob_memory_nap_us("QUORUM_MEMORY_NAP_US", 20,
+                                 "Microseconds an idle waiter naps between polls while a task "
+                                 "waits on flags in shared memory (nothing wakes it there)");
 
 ProgressEngine::ProgressEngine(ProgressSource source, int rank)
     : source_(std::move(source)), rank_(rank) {
@@ -130,6 +136,13 @@ bool ProgressEngine::progress_locked() {
 }
 
 void ProgressEngine::sleep_for_events(int max_ms) {
+  if (MemoryWaitGuard::count().load(std::memory_order_relaxed) > 0) {
+    // A task waits on shared memory, which no fd reports: nap, then poll again.
+    int64_t us = std::max<int64_t>(1, knob_memory_nap_us.get());
+    std::this_thread::sleep_for(
+        std::chrono::microseconds(std::min<int64_t>(us, max_ms * 1000 + 1)));
+    return;
+  }
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (source_.arm && !source_.arm()) return;  // events pending: progress instead

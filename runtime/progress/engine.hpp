@@ -30,6 +30,32 @@ struct ProgressSource {
   std::function<bool()> arm;       // false: events pending, do not sleep
 };
 
+// Tasks that wait on flags in shared memory count themselves here while they
+// wait: no transport event wakes a sleeping engine for them, so the engine
+// then naps only briefly (QUORUM_MEMORY_NAP_US) instead of sleeping on the fd.
+class MemoryWaitGuard {
+ public:
+  MemoryWaitGuard() = default;
+  ~MemoryWaitGuard() { release(); }
+  MemoryWaitGuard(const MemoryWaitGuard &) = delete;
+  MemoryWaitGuard &operator=(const MemoryWaitGuard &) = delete;
+  void acquire() {
+    if (!held_) count().fetch_add(1);
+    held_ = true;
+  }
+  void release() {
+    if (held_) count().fetch_sub(1);
+    held_ = false;
+  }
+  static std::atomic<int> &count() {
+    static std::atomic<int> n{0};
+    return n;
+  }
+
+ private:
+  bool held_ = false;
+};
+
 class Request {
  public:
   Request(std::unique_ptr<Schedule> schedule, Deadline deadline, std::string what)

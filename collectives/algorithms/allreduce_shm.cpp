@@ -1,0 +1,222 @@
+// allreduce_shm.cpp: allreduce through a shared-memory segment, for
+// communicators whose ranks are all processes of this host.
+//
+// Per chunk (see allreduce_shm.hpp for the flags): every rank copies its input
+// chunk into its slot and publishes it; once all inputs are there, rank r
+// reduces slice r of the chunk (1/P of it, in rank order 0, 1, ..., P-1) into
+// the shared result slot and publishes that; once all slices are there, every
+// rank copies the whole result chunk out. One rank computes each slice, so all
+// ranks get bitwise identical results. With S slots per rank, chunk c + 1 is
+// copied in while the peers still work on chunk c. Data crosses memory three
+// times per rank (copy in, reduce, copy out) without any system call; a small
+// message is a single chunk (three flag round trips).
+//
+// The task never blocks: it polls the flags and returns Pending. It fails at
+// once when a peer is known dead (transport->peer_failed) or when another rank
+// marked the channel broken (its shm task failed or was aborted).
+#include "collectives/algorithms/allreduce_shm.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "collectives/algorithms/algorithms.hpp"
+#include "collectives/patterns/blocks.hpp"
+#include "collectives/reduce/reduce_kernels.hpp"
+#include "runtime/log.hpp"
+#include "runtime/progress/engine.hpp"
+
+namespace quorum {
+
+Knob<bool> knob_shm("QUORUM_SHM", true,
+                    "Map a shared-memory segment for communicators whose ranks are all "
+                    "processes of this host (ucx), used by the shm allreduce");
+Knob<int64_t> knob_shm_chunk_bytes("QUORUM_SHM_CHUNK_BYTES", 256 * 1024,
+                                   "shm allreduce: bytes per chunk (one slot); chunks are "
+                                   "pipelined two at a time");
+Knob<int64_t> knob_shm_max_bytes("QUORUM_SHM_MAX_BYTES", 64 << 20,
+                                 "Largest shared-memory segment per communicator; the chunk "
+                                 "shrinks to fit (P + 1) x 2 slots");
+
+Status ShmChannel::create(Bootstrap &bootstrap, std::unique_ptr<ShmChannel> *out) {
+  out->reset();
+  const int p = bootstrap.size();
+  constexpr int kSlots = 2;
+  const size_t flag_lines = 1 + 3 * static_cast<size_t>(p) * kSlots;
+  const size_t header = (flag_lines * kLine + 4095) / 4096 * 4096;
+  const size_t budget = static_cast<size_t>(std::max<int64_t>(0, knob_shm_max_bytes.get()));
+  size_t chunk = static_cast<size_t>(std::max<int64_t>(4096, knob_shm_chunk_bytes.get()));
+  const size_t nslots = static_cast<size_t>(p + 1) * kSlots;
+  if (budget > header) chunk = std::min(chunk, (budget - header) / nslots);
+  chunk = chunk / 4096 * 4096;
+  if (chunk < 4096) {
+    QLOG_INFO("shm", "no shared-memory segment: QUORUM_SHM_MAX_BYTES {} is too small for {} ranks",
+              budget, p);
+    return kOk;
+  }
+  std::unique_ptr<ShmSegment> seg;
+  QUORUM_CHECK(ShmSegment::create(bootstrap, header + nslots * chunk, &seg));
+  if (!seg) return kOk;
+  std::unique_ptr<ShmChannel> ch(new ShmChannel());
+  ch->segment_ = std::move(seg);
+  ch->data_ = ch->segment_->data() + header;
+  ch->rank_ = bootstrap.rank();
+  ch->size_ = p;
+  ch->slots_ = kSlots;
+  ch->chunk_bytes_ = chunk;
+  QLOG_INFO("shm", "shared-memory segment of {} B ({} ranks, chunk {} B)", ch->segment_->size(), p,
+            chunk);
+  *out = std::move(ch);
+  return kOk;
+}
+
+namespace {
+
+class ShmAllreduceTask : public Task {
+ public:
+  ShmAllreduceTask(ShmChannel *ch, Transport *t, const CollArgs &a)
+      : ch_(ch),
+        t_(t),
+        send_(static_cast<const uint8_t *>(a.send)),
+        recv_(static_cast<uint8_t *>(a.recv)),
+        count_(a.count),
+        dtype_(a.dtype),
+        op_(a.op),
+        es_(dtype_size(a.dtype)) {
+    chunk_elems_ = std::max<size_t>(1, ch->chunk_bytes() / es_);
+    nchunks_ = (count_ + chunk_elems_ - 1) / chunk_elems_;
+    base_ = ch->reserve(nchunks_);
+    stage_.assign(nchunks_, 0);
+  }
+
+  TaskResult progress(Status *status) override {
+    if (ch_->broken()) {
+      return failed(status, fail(QUORUM_ERR_PEER_FAILED, "shm",
+                                 "another rank's shared-memory allreduce failed"));
+    }
+    const size_t window = static_cast<size_t>(ch_->slots());
+    for (;;) {
+      bool advanced = false;
+      for (size_t c = first_; c < std::min(nchunks_, first_ + window); ++c) advanced |= step(c);
+      while (first_ < nchunks_ && stage_[first_] == kDone) ++first_;
+      if (first_ == nchunks_) {
+        waiting_.release();
+        return TaskResult::Done;
+      }
+      if (!advanced) break;
+    }
+    for (int q = 0; q < ch_->size(); ++q) {
+      if (q != ch_->rank() && t_ && t_->peer_failed(q)) {
+        ch_->set_broken();
+        return failed(status, fail(QUORUM_ERR_PEER_FAILED, "shm",
+                                   "rank {} failed during a shared-memory allreduce", q));
+      }
+    }
+    waiting_.acquire();
+    return TaskResult::Pending;
+  }
+
+  void cancel() override {
+    // Aborted mid-protocol: the flags no longer agree, so no shm allreduce can follow.
+    if (first_ < nchunks_) ch_->set_broken();
+    waiting_.release();
+  }
+
+  std::string describe() const override {
+    return fmt::format("shm allreduce chunk {} of {} (stage {})", first_, nchunks_,
+                       first_ < nchunks_ ? int{stage_[first_]} : int{kDone});
+  }
+
+ private:
+  enum : uint8_t { kIdle = 0, kPosted = 1, kReduced = 2, kDone = 3 };
+
+  TaskResult failed(Status *status, Status s) {
+    waiting_.release();
+    *status = s;
+    return TaskResult::Failed;
+  }
+
+  // Every rank's flag for slot s has reached `value`.
+  bool all_reached(std::atomic<uint64_t> &(ShmChannel::*flag)(int, int), int s, uint64_t value) {
+    for (int q = 0; q < ch_->size(); ++q) {
+      if ((ch_->*flag)(q, s).load(std::memory_order_acquire) < value) return false;
+    }
+    return true;
+  }
+
+  // Advances chunk c as far as the flags allow; true if it moved.
+  bool step(size_t c) {
+    const uint64_t g = base_ + c;
+    const int slots = ch_->slots();
+    const int s = static_cast<int>(g % static_cast<uint64_t>(slots));
+    const uint64_t tag = g + 1;
+    const size_t off = c * chunk_elems_;
+    const size_t n = std::min(chunk_elems_, count_ - off);
+    const int me = ch_->rank(), p = ch_->size();
+    bool moved = false;
+    if (stage_[c] == kIdle) {
+      // The slot's previous chunk (g - S) must be finished on every rank.
+      if (g >= static_cast<uint64_t>(slots) &&
+          !all_reached(&ShmChannel::done, s, tag - static_cast<uint64_t>(slots))) {
+        return false;
+      }
+      std::memcpy(ch_->input(me, s), send_ + off * es_, n * es_);
+      ch_->posted(me, s).store(tag, std::memory_order_release);
+      stage_[c] = kPosted;
+      moved = true;
+    }
+    if (stage_[c] == kPosted) {
+      if (!all_reached(&ShmChannel::posted, s, tag)) return moved;
+      auto slice = patterns::block(n, p, me, patterns::align_elements(64, es_));
+      if (slice.count > 0) {
+        const size_t at = slice.offset * es_;
+        uint8_t *res = ch_->result(s) + at;
+        reduce_out(res, ch_->input(0, s) + at, ch_->input(1, s) + at, slice.count, dtype_, op_);
+        for (int q = 2; q < p; ++q) {
+          reduce_into(res, ch_->input(q, s) + at, slice.count, dtype_, op_);
+        }
+        if (op_ == QUORUM_AVG) scale_average(res, slice.count, dtype_, p);
+      }
+      ch_->reduced(me, s).store(tag, std::memory_order_release);
+      stage_[c] = kReduced;
+      moved = true;
+    }
+    if (stage_[c] == kReduced) {
+      if (!all_reached(&ShmChannel::reduced, s, tag)) return moved;
+      std::memcpy(recv_ + off * es_, ch_->result(s), n * es_);
+      ch_->done(me, s).store(tag, std::memory_order_release);
+      stage_[c] = kDone;
+      moved = true;
+    }
+    return moved;
+  }
+
+  ShmChannel *ch_;
+  Transport *t_;
+  const uint8_t *send_;
+  uint8_t *recv_;
+  size_t count_;
+  quorum_dtype_t dtype_;
+  quorum_op_t op_;
+  size_t es_;
+  size_t chunk_elems_ = 1;
+  size_t nchunks_ = 0;
+  uint64_t base_ = 0;
+  size_t first_ = 0;  // the first chunk not done
+  std::vector<uint8_t> stage_;
+  MemoryWaitGuard waiting_;
+};
+
+}  // namespace
+
+Status build_allreduce_shm(Builder &b, const CollArgs &a, TaskId *last) {
+  ShmChannel *ch = b.shm();
+  if (ch == nullptr || ch->size() != b.size()) {
+    return fail(QUORUM_ERR_UNSUPPORTED, "allreduce",
+                "shm allreduce needs every rank on this host over ucx (no shared-memory segment)");
+  }
+  *last = b.add(std::make_unique<ShmAllreduceTask>(ch, b.transport(), a));
+  return kOk;
+}
+
+}  // namespace quorum

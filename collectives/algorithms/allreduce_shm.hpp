@@ -1,0 +1,75 @@
+// allreduce_shm.hpp: the shared-memory channel of a communicator whose ranks
+// all live on this host (processes over ucx), used by the "shm" allreduce.
+//
+// Segment layout: a header of flags (one 64-byte line each), then P x S input
+// slots of C bytes (rank r's copy of its current chunk, S slots per rank for
+// double buffering), then S result slots of C bytes. Chunks are numbered on a
+// stream shared by every shm allreduce of the communicator (g = 0, 1, ...;
+// the same on every rank because collectives start in the same order); chunk
+// g uses slot g % S and publishes the value g + 1 in three flags per rank:
+//   posted[r][s]  - rank r's input for chunk g is in its slot
+//   reduced[r][s] - rank r wrote its 1/P slice of the result of chunk g
+//   done[r][s]    - rank r copied the result out (and read everyone's input)
+// A rank writes slot s for chunk g only once done[q][s] >= g + 1 - S on every
+// rank q, so nobody still reads what chunk g - S left there. Flags only grow,
+// so they are never cleared. `broken` is set by a rank whose shm task fails or
+// is aborted: the others then fail at once instead of waiting for a timeout.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+
+#include "runtime/bootstrap/bootstrap.hpp"
+#include "runtime/knobs.hpp"
+#include "runtime/shm_segment.hpp"
+
+namespace quorum {
+
+extern Knob<bool> knob_shm;
+extern Knob<int64_t> knob_shm_chunk_bytes;
+extern Knob<int64_t> knob_shm_max_bytes;
+
+class ShmChannel {
+ public:
+  // Collective; *out stays empty (and kOk) when the segment cannot be made.
+  static Status create(Bootstrap &bootstrap, std::unique_ptr<ShmChannel> *out);
+
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  int slots() const { return slots_; }
+  size_t chunk_bytes() const { return chunk_bytes_; }
+  // The first of `n` consecutive chunk numbers for one collective.
+  uint64_t reserve(uint64_t n) { return next_chunk_.fetch_add(n); }
+
+  std::atomic<uint64_t> &posted(int r, int s) { return flag(1 + 0 * size_ * slots_, r, s); }
+  std::atomic<uint64_t> &reduced(int r, int s) { return flag(1 + 1 * size_ * slots_, r, s); }
+  std::atomic<uint64_t> &done(int r, int s) { return flag(1 + 2 * size_ * slots_, r, s); }
+  uint8_t *input(int r, int s) const {
+    return data_ + (static_cast<size_t>(r) * slots_ + s) * chunk_bytes_;
+  }
+  uint8_t *result(int s) const {
+    return data_ + (static_cast<size_t>(size_) * slots_ + s) * chunk_bytes_;
+  }
+  bool broken() const { return line(0).load(std::memory_order_acquire) != 0; }
+  void set_broken() { line(0).store(1, std::memory_order_release); }
+
+ private:
+  static constexpr size_t kLine = 64;
+  std::atomic<uint64_t> &line(size_t i) const {
+    return *reinterpret_cast<std::atomic<uint64_t> *>(segment_->data() + i * kLine);
+  }
+  std::atomic<uint64_t> &flag(size_t base, int r, int s) {
+    return line(base + static_cast<size_t>(r) * slots_ + s);
+  }
+
+  std::unique_ptr<ShmSegment> segment_;
+  uint8_t *data_ = nullptr;
+  int rank_ = 0;
+  int size_ = 0;
+  int slots_ = 2;
+  size_t chunk_bytes_ = 0;
+  std::atomic<uint64_t> next_chunk_{0};
+};
+
+}  // namespace quorum

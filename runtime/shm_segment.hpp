@@ -1,0 +1,42 @@
+// shm_segment.hpp: a POSIX shared-memory segment mapped by every rank of a
+// group that lives on one host (intra-host collectives).
+//
+// Creation is collective (it uses the bootstrap's allgather, so it happens in
+// the same order on every rank): rank 0 creates the object under a name made
+// from its pid and a random value, the others open and map it, and rank 0
+// unlinks the name as soon as every rank has mapped it, so nothing is left in
+// /dev/shm after a crash. If any rank fails, every rank gets no segment
+// (*out empty) and kOk: callers fall back to algorithms that need none.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "runtime/bootstrap/bootstrap.hpp"
+#include "runtime/status.hpp"
+
+namespace quorum {
+
+class ShmSegment {
+ public:
+  // Collective over `bootstrap`; `bytes` must be equal on every rank. The
+  // memory starts zeroed.
+  static Status create(Bootstrap &bootstrap, size_t bytes, std::unique_ptr<ShmSegment> *out);
+  ~ShmSegment();
+  ShmSegment(const ShmSegment &) = delete;
+  ShmSegment &operator=(const ShmSegment &) = delete;
+
+  uint8_t *data() const { return base_; }
+  size_t size() const { return bytes_; }
+  const std::string &name() const { return name_; }
+
+ private:
+  ShmSegment() = default;
+  uint8_t *base_ = nullptr;
+  size_t bytes_ = 0;
+  std::string name_;
+};
+
+}  // namespace quorum

@@ -2,6 +2,7 @@
 #include "collectives/communicator.hpp"
 
 #include <cstring>
+#include <string_view>
 
 #include "collectives/device_staging.hpp"
 #include "collectives/reduce/reduce_kernels.hpp"
@@ -245,6 +246,20 @@ Status Communicator::allreduce(const void *send, void *recv, size_t count, quoru
   if (send == QUORUM_IN_PLACE) send = recv;
   QUORUM_CHECK(validate_reduction("allreduce", send, recv, count, dtype, op));
   CollArgs a{CollKind::Allreduce, send, recv, count, dtype, op, 0};
+  // Fast path: every rank on this host, host buffers, shm selected. The
+  // calling thread runs the shared-memory protocol itself, without building a
+  // schedule (the same decision on every rank: the same inputs).
+  if (shm_ && size_ > 1 && !finalized_ && !signature_check_ &&
+      !(cuda_available() &&
+        (buffer_kind(send) == BufferKind::Device || buffer_kind(recv) == BufferKind::Device))) {
+    const AlgorithmInfo *algo = nullptr;
+    QUORUM_CHECK(select_algorithm(a, size_, &algo, true));
+    if (std::string_view(algo->name) == "shm") {
+      next_sequence();
+      return shm_allreduce_inline(shm_.get(), transport_.get(), a, *engine_,
+                                  Deadline::after_ms(knob_timeout_ms.get()));
+    }
+  }
   RequestPtr req;
   QUORUM_CHECK(start(a, &req, true));
   return wait(req);

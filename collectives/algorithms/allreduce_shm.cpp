@@ -6,7 +6,11 @@
 // reduces slice r of the chunk (1/P of it, in rank order 0, 1, ..., P-1) into
 // the shared result slot and publishes that; once all slices are there, every
 // rank copies the whole result chunk out. One rank computes each slice, so all
-// ranks get bitwise identical results. With S slots per rank, chunk c + 1 is
+// ranks get bitwise identical results. Small chunks, and every chunk on 2
+// ranks, are reduced whole by every rank instead ("replicated": the same
+// kernel over the same P inputs in the same order gives the same bits), which
+// saves the second flag round trip and the copy out (one round trip per small
+// message). With S slots per rank, chunk c + 1 is
 // copied in while the peers still work on chunk c. Data crosses memory three
 // times per rank (copy in, reduce, copy out) without any system call; a small
 // message is a single chunk (three flag round trips).
@@ -17,12 +21,15 @@
 #include "collectives/algorithms/allreduce_shm.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
+#include <thread>
 #include <vector>
 
 #include "collectives/algorithms/algorithms.hpp"
 #include "collectives/patterns/blocks.hpp"
 #include "collectives/reduce/reduce_kernels.hpp"
+#include "runtime/clock.hpp"
 #include "runtime/log.hpp"
 #include "runtime/progress/engine.hpp"
 
@@ -34,6 +41,10 @@ Knob<bool> knob_shm("QUORUM_SHM", true,
 Knob<int64_t> knob_shm_chunk_bytes("QUORUM_SHM_CHUNK_BYTES", 256 * 1024,
                                    "shm allreduce: bytes per chunk (one slot); chunks are "
                                    "pipelined two at a time");
+Knob<int64_t> knob_shm_replicated_bytes(
+    "QUORUM_SHM_REPLICATED_BYTES", 16384,
+    "shm allreduce: chunks up to this size (and all chunks on 2 ranks) are reduced whole by "
+    "every rank (one flag round trip) instead of 1/P per rank");
 Knob<int64_t> knob_shm_max_bytes("QUORUM_SHM_MAX_BYTES", 64 << 20,
                                  "Largest shared-memory segment per communicator; the chunk "
                                  "shrinks to fit (P + 1) x 2 slots");
@@ -86,6 +97,8 @@ class ShmAllreduceTask : public Task {
     chunk_elems_ = std::max<size_t>(1, ch->chunk_bytes() / es_);
     nchunks_ = (count_ + chunk_elems_ - 1) / chunk_elems_;
     base_ = ch->reserve(nchunks_);
+    replicated_ = std::min(count_, chunk_elems_) * es_ <=
+                  static_cast<size_t>(std::max<int64_t>(0, knob_shm_replicated_bytes.get()));
     stage_.assign(nchunks_, 0);
   }
 
@@ -128,7 +141,7 @@ class ShmAllreduceTask : public Task {
   }
 
  private:
-  enum : uint8_t { kIdle = 0, kPosted = 1, kReduced = 2, kDone = 3 };
+  enum : uint8_t { kIdle = 0, kPosted = 1, kReduced = 2, kDraining = 4, kDone = 3 };
 
   TaskResult failed(Status *status, Status s) {
     waiting_.release();
@@ -167,6 +180,15 @@ class ShmAllreduceTask : public Task {
     }
     if (stage_[c] == kPosted) {
       if (!all_reached(&ShmChannel::posted, s, tag)) return moved;
+      if (replicated_) {
+        reduce_whole(s, off, n);
+        ch_->done(me, s).store(tag, std::memory_order_release);
+        // The last chunk waits until every rank is done, so that the ranks
+        // leave together (as with the sliced protocol): a rank that ran ahead
+        // would wait in the next collective while its peer is still here.
+        stage_[c] = c + 1 == nchunks_ ? kDraining : kDone;
+        moved = true;
+      }
       auto slice = patterns::block(n, p, me, patterns::align_elements(64, es_));
       if (slice.count > 0) {
         const size_t at = slice.offset * es_;
@@ -181,6 +203,11 @@ class ShmAllreduceTask : public Task {
       stage_[c] = kReduced;
       moved = true;
     }
+    if (stage_[c] == kDraining) {
+      if (!all_reached(&ShmChannel::done, s, tag)) return moved;
+      stage_[c] = kDone;
+      return true;
+    }
     if (stage_[c] == kReduced) {
       if (!all_reached(&ShmChannel::reduced, s, tag)) return moved;
       std::memcpy(recv_ + off * es_, ch_->result(s), n * es_);
@@ -189,6 +216,21 @@ class ShmAllreduceTask : public Task {
       moved = true;
     }
     return moved;
+  }
+
+  // recv[off, off + n) = the inputs of slot s reduced in rank order. This
+  // rank's own input is read from the send buffer (the same bits as its slot)
+  // unless in place, where the output would overwrite it first.
+  void reduce_whole(int s, size_t off, size_t n) {
+    const int me = ch_->rank(), p = ch_->size();
+    const size_t bytes = off * es_;
+    auto src = [&](int q) -> const uint8_t * {
+      return q == me && send_ != recv_ ? send_ + bytes : ch_->input(q, s);
+    };
+    uint8_t *out = recv_ + bytes;
+    reduce_out(out, src(0), src(1), n, dtype_, op_);
+    for (int q = 2; q < p; ++q) reduce_into(out, src(q), n, dtype_, op_);
+    if (op_ == QUORUM_AVG) scale_average(out, n, dtype_, p);
   }
 
   ShmChannel *ch_;
@@ -203,11 +245,37 @@ class ShmAllreduceTask : public Task {
   size_t nchunks_ = 0;
   uint64_t base_ = 0;
   size_t first_ = 0;  // the first chunk not done
+  bool replicated_ = false;
   std::vector<uint8_t> stage_;
   MemoryWaitGuard waiting_;
 };
 
 }  // namespace
+
+Status shm_allreduce_inline(ShmChannel *ch, Transport *t, const CollArgs &a, ProgressEngine &engine,
+                            Deadline deadline) {
+  ShmAllreduceTask task(ch, t, a);
+  Status status = kOk;
+  uint64_t last_move = now_ns();
+  for (unsigned polls = 0;; ++polls) {
+    TaskResult r = task.progress(&status);
+    if (r == TaskResult::Done) return kOk;
+    if (r == TaskResult::Failed) return status;
+    // Now and then: the transport (it notices dead peers) and other requests
+    // (an earlier non-blocking shm allreduce must finish before this one can).
+    if ((polls & 63) == 63 && engine.progress_once()) last_move = now_ns();
+    if (deadline.expired()) {
+      task.cancel();
+      return fail(QUORUM_ERR_TIMEOUT, "progress",
+                  "allreduce (shm, count {}) on rank {} timed out after {} ms: {}", a.count,
+                  ch->rank(), knob_timeout_ms.get(), task.describe());
+    }
+    if (now_ns() - last_move > 100000) {
+      std::this_thread::sleep_for(
+          std::chrono::microseconds(std::max<int64_t>(1, knob_memory_nap_us.get())));
+    }
+  }
+}
 
 Status build_allreduce_shm(Builder &b, const CollArgs &a, TaskId *last) {
   ShmChannel *ch = b.shm();

@@ -30,6 +30,17 @@ extern Knob<bool> knob_shm;
 extern Knob<int64_t> knob_shm_chunk_bytes;
 extern Knob<int64_t> knob_shm_max_bytes;
 
+class ProgressEngine;
+class Transport;
+struct CollArgs;
+class Deadline;
+class ShmChannel;
+
+// A blocking allreduce through the channel, run by the calling thread without
+// a schedule (the small-message fast path); polls `engine` now and then.
+Status shm_allreduce_inline(ShmChannel *ch, Transport *t, const CollArgs &a, ProgressEngine &engine,
+                            Deadline deadline);
+
 class ShmChannel {
  public:
   // Collective; *out stays empty (and kOk) when the segment cannot be made.

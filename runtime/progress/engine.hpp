@@ -18,6 +18,7 @@
 #include <thread>
 
 #include "runtime/clock.hpp"
+#include "runtime/knobs.hpp"
 #include "runtime/progress/schedule.hpp"
 #include "runtime/status.hpp"
 
@@ -33,6 +34,7 @@ struct ProgressSource {
 // Tasks that wait on flags in shared memory count themselves here while they
 // wait: no transport event wakes a sleeping engine for them, so the engine
 // then naps only briefly (QUORUM_MEMORY_NAP_US) instead of sleeping on the fd.
+extern Knob<int64_t> knob_memory_nap_us;
 class MemoryWaitGuard {
  public:
   MemoryWaitGuard() = default;

@@ -108,6 +108,7 @@ class ShmAllreduceTask : public Task {
                                  "another rank's shared-memory allreduce failed"));
     }
     const size_t window = static_cast<size_t>(ch_->slots());
+    moved_ = false;
     for (;;) {
       bool advanced = false;
       for (size_t c = first_; c < std::min(nchunks_, first_ + window); ++c) advanced |= step(c);
@@ -117,6 +118,7 @@ class ShmAllreduceTask : public Task {
         return TaskResult::Done;
       }
       if (!advanced) break;
+      moved_ = true;
     }
     for (int q = 0; q < ch_->size(); ++q) {
       if (q != ch_->rank() && t_ && t_->peer_failed(q)) {
@@ -134,6 +136,9 @@ class ShmAllreduceTask : public Task {
     if (first_ < nchunks_) ch_->set_broken();
     waiting_.release();
   }
+
+  // Whether the last progress() call moved any chunk forward.
+  bool moved() const { return moved_; }
 
   std::string describe() const override {
     return fmt::format("shm allreduce chunk {} of {} (stage {})", first_, nchunks_,
@@ -246,6 +251,7 @@ class ShmAllreduceTask : public Task {
   uint64_t base_ = 0;
   size_t first_ = 0;  // the first chunk not done
   bool replicated_ = false;
+  bool moved_ = false;
   std::vector<uint8_t> stage_;
   MemoryWaitGuard waiting_;
 };
@@ -261,6 +267,7 @@ Status shm_allreduce_inline(ShmChannel *ch, Transport *t, const CollArgs &a, Pro
     TaskResult r = task.progress(&status);
     if (r == TaskResult::Done) return kOk;
     if (r == TaskResult::Failed) return status;
+    if (task.moved()) last_move = now_ns();
     // Now and then: the transport (it notices dead peers) and other requests
     // (an earlier non-blocking shm allreduce must finish before this one can).
     if ((polls & 63) == 63 && engine.progress_once()) last_move = now_ns();

@@ -68,7 +68,7 @@ Status Communicator::create(std::unique_ptr<Bootstrap> bootstrap,
     // The same inputs on every rank, so every rank takes part in the creation or none.
     if (knob_shm.get() && std::string(t->name()) == "ucx" &&
         comm->layout_.local.size() == static_cast<size_t>(comm->size_)) {
-      QUORUM_CHECK(ShmChannel::create(*comm->bootstrap_, &comm->shm_));
+      QUORUM_CHECK(ShmChannel::create(ShmGroup::of(*comm->bootstrap_), &comm->shm_));
     }
   } else {
     comm->engine_ = std::make_unique<ProgressEngine>(ProgressSource{}, comm->rank_);
@@ -175,6 +175,18 @@ Status Communicator::start(const CollArgs &args_in, RequestPtr *req, bool blocki
   engine_->submit(request, blocking);
   *req = std::move(request);
   return kOk;
+}
+
+Status Communicator::make_shm_channel(std::unique_ptr<ShmChannel> *out) {
+  out->reset();
+  if (!shm_) return kOk;
+  ShmGroup group;
+  group.rank = rank_;
+  group.size = size_;
+  group.allgather = [this](const void *mine, void *all, size_t bytes) {
+    return allgather(mine, all, bytes);
+  };
+  return ShmChannel::create(group, out);
 }
 
 Status Communicator::wait(const RequestPtr &req) {

@@ -78,6 +78,10 @@ class Communicator {
   uint64_t next_object_id() { return next_object_id_++; }
   bool signature_check() const { return signature_check_; }
 
+  // A shared-memory channel of its own for a persistent object (collective
+  // over this communicator); empty when this communicator has none.
+  Status make_shm_channel(std::unique_ptr<ShmChannel> *out);
+
   // Starts a validated collective (used by the entry points above).
   Status start(const CollArgs &args, RequestPtr *req, bool blocking);
 

@@ -49,11 +49,11 @@ Status map_segment(const std::string &name, size_t bytes, bool create, uint8_t *
   return kOk;
 }
 
-// True when every rank reported ok (one int per rank through the bootstrap).
-Status agree(Bootstrap &bootstrap, bool ok, bool *all_ok) {
-  std::vector<int32_t> flags(static_cast<size_t>(bootstrap.size()));
+// True when every rank reported ok (one int per rank through the group).
+Status agree(const ShmGroup &group, bool ok, bool *all_ok) {
+  std::vector<int32_t> flags(static_cast<size_t>(group.size));
   int32_t mine = ok ? 1 : 0;
-  QUORUM_CHECK(bootstrap.allgather(&mine, flags.data(), sizeof(mine)));
+  QUORUM_CHECK(group.allgather(&mine, flags.data(), sizeof(mine)));
   *all_ok = true;
   for (int32_t f : flags) *all_ok = *all_ok && f == 1;
   return kOk;
@@ -61,9 +61,19 @@ Status agree(Bootstrap &bootstrap, bool ok, bool *all_ok) {
 
 }  // namespace
 
-Status ShmSegment::create(Bootstrap &bootstrap, size_t bytes, std::unique_ptr<ShmSegment> *out) {
+ShmGroup ShmGroup::of(Bootstrap &bootstrap) {
+  ShmGroup g;
+  g.rank = bootstrap.rank();
+  g.size = bootstrap.size();
+  g.allgather = [&bootstrap](const void *mine, void *all, size_t bytes) {
+    return bootstrap.allgather(mine, all, bytes);
+  };
+  return g;
+}
+
+Status ShmSegment::create(const ShmGroup &group, size_t bytes, std::unique_ptr<ShmSegment> *out) {
   out->reset();
-  const int rank = bootstrap.rank();
+  const int rank = group.rank;
   // Rank 0's pid and a random value name the object (unique per job and group).
   struct NameSeed {
     uint64_t random;
@@ -71,23 +81,23 @@ Status ShmSegment::create(Bootstrap &bootstrap, size_t bytes, std::unique_ptr<Sh
   } mine{0, static_cast<int64_t>(getpid())};
   std::random_device rd;
   mine.random = (uint64_t{rd()} << 32) ^ uint64_t { rd() };
-  std::vector<NameSeed> seeds(static_cast<size_t>(bootstrap.size()));
-  QUORUM_CHECK(bootstrap.allgather(&mine, seeds.data(), sizeof(NameSeed)));
+  std::vector<NameSeed> seeds(static_cast<size_t>(group.size));
+  QUORUM_CHECK(group.allgather(&mine, seeds.data(), sizeof(NameSeed)));
   std::unique_ptr<ShmSegment> seg(new ShmSegment());
   seg->name_ = fmt::format("/quorum-{}-{:016x}", seeds[0].pid, seeds[0].random);
   seg->bytes_ = bytes;
 
   bool created = rank == 0 && map_segment(seg->name_, bytes, true, &seg->base_) == kOk;
   bool all_ok = false;
-  std::vector<int32_t> flags(static_cast<size_t>(bootstrap.size()));
+  std::vector<int32_t> flags(static_cast<size_t>(group.size));
   int32_t root_ok = created ? 1 : 0;
-  QUORUM_CHECK(bootstrap.allgather(&root_ok, flags.data(), sizeof(root_ok)));
+  QUORUM_CHECK(group.allgather(&root_ok, flags.data(), sizeof(root_ok)));
   if (flags[0] != 1) {
     QLOG_INFO("shm", "no shared-memory segment: rank 0 could not create {}", seg->name_);
     return kOk;
   }
   bool mapped = rank == 0 || map_segment(seg->name_, bytes, false, &seg->base_) == kOk;
-  Status s = agree(bootstrap, mapped, &all_ok);
+  Status s = agree(group, mapped, &all_ok);
   // Every rank has mapped it (or given up): the name is no longer needed.
   if (rank == 0) shm_unlink(seg->name_.c_str());
   if (s != kOk) return s;

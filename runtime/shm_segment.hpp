@@ -1,8 +1,9 @@
 // shm_segment.hpp: a POSIX shared-memory segment mapped by every rank of a
 // group that lives on one host (intra-host collectives).
 //
-// Creation is collective (it uses the bootstrap's allgather, so it happens in
-// the same order on every rank): rank 0 creates the object under a name made
+// Creation is collective (it uses the group's allgather: the bootstrap's, or a
+// communicator's for segments made later, so it happens in the same order on
+// every rank): rank 0 creates the object under a name made
 // from its pid and a random value, the others open and map it, and rank 0
 // unlinks the name as soon as every rank has mapped it, so nothing is left in
 // /dev/shm after a crash. If any rank fails, every rank gets no segment
@@ -11,6 +12,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -19,11 +21,19 @@
 
 namespace quorum {
 
+// The ranks that share a segment, and an allgather of `bytes` per rank among them.
+struct ShmGroup {
+  int rank = 0;
+  int size = 1;
+  std::function<Status(const void *mine, void *all, size_t bytes)> allgather;
+  static ShmGroup of(Bootstrap &bootstrap);
+};
+
 class ShmSegment {
  public:
-  // Collective over `bootstrap`; `bytes` must be equal on every rank. The
-  // memory starts zeroed.
-  static Status create(Bootstrap &bootstrap, size_t bytes, std::unique_ptr<ShmSegment> *out);
+  // Collective over `group`; `bytes` must be equal on every rank. The memory
+  // starts zeroed.
+  static Status create(const ShmGroup &group, size_t bytes, std::unique_ptr<ShmSegment> *out);
   ~ShmSegment();
   ShmSegment(const ShmSegment &) = delete;
   ShmSegment &operator=(const ShmSegment &) = delete;

@@ -49,9 +49,9 @@ Knob<int64_t> knob_shm_max_bytes("QUORUM_SHM_MAX_BYTES", 64 << 20,
                                  "Largest shared-memory segment per communicator; the chunk "
                                  "shrinks to fit (P + 1) x 2 slots");
 
-Status ShmChannel::create(Bootstrap &bootstrap, std::unique_ptr<ShmChannel> *out) {
+Status ShmChannel::create(const ShmGroup &group, std::unique_ptr<ShmChannel> *out) {
   out->reset();
-  const int p = bootstrap.size();
+  const int p = group.size;
   constexpr int kSlots = 2;
   const size_t flag_lines = 1 + 3 * static_cast<size_t>(p) * kSlots;
   const size_t header = (flag_lines * kLine + 4095) / 4096 * 4096;
@@ -66,12 +66,12 @@ Status ShmChannel::create(Bootstrap &bootstrap, std::unique_ptr<ShmChannel> *out
     return kOk;
   }
   std::unique_ptr<ShmSegment> seg;
-  QUORUM_CHECK(ShmSegment::create(bootstrap, header + nslots * chunk, &seg));
+  QUORUM_CHECK(ShmSegment::create(group, header + nslots * chunk, &seg));
   if (!seg) return kOk;
   std::unique_ptr<ShmChannel> ch(new ShmChannel());
   ch->segment_ = std::move(seg);
   ch->data_ = ch->segment_->data() + header;
-  ch->rank_ = bootstrap.rank();
+  ch->rank_ = group.rank;
   ch->size_ = p;
   ch->slots_ = kSlots;
   ch->chunk_bytes_ = chunk;

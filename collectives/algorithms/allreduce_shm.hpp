@@ -43,8 +43,9 @@ Status shm_allreduce_inline(ShmChannel *ch, Transport *t, const CollArgs &a, Pro
 
 class ShmChannel {
  public:
-  // Collective; *out stays empty (and kOk) when the segment cannot be made.
-  static Status create(Bootstrap &bootstrap, std::unique_ptr<ShmChannel> *out);
+  // Collective over `group`; *out stays empty (and kOk) when the segment
+  // cannot be made.
+  static Status create(const ShmGroup &group, std::unique_ptr<ShmChannel> *out);
 
   int rank() const { return rank_; }
   int size() const { return size_; }

@@ -3,8 +3,8 @@
 // Defaults: allreduce uses recursive doubling up to QUORUM_ALLREDUCE_SMALL_BYTES
 // (latency: log2 P steps) and the pipelined ring above (bandwidth: 2(P-1)/P n
 // bytes per rank). When every rank is a process of this host (the communicator
-// has a shared-memory channel) and QUORUM_ALLREDUCE_SHM_AUTO is set, allreduce
-// uses "shm" at every size.
+// has a shared-memory channel), allreduce uses "shm" at every size unless
+// QUORUM_ALLREDUCE_SHM_AUTO=0.
 // Each collective's choice can be forced with its knob.
 #include <atomic>
 
@@ -21,10 +21,9 @@ Knob<std::string> knob_allreduce_algo(
     "only when every rank is a process of this host, else the default rule applies)",
     {"auto", "recursive_doubling", "rabenseifner", "ring", "shm"});
 Knob<bool> knob_allreduce_shm_auto(
-    "QUORUM_ALLREDUCE_SHM_AUTO", false,
-    "Allreduce under auto: use shm whenever every rank is a process of this host. Off by "
-    "default: its floating-point sums are ordered differently from the message-based "
-    "algorithms that partial allreduces use, so the two would no longer agree bit for bit");
+    "QUORUM_ALLREDUCE_SHM_AUTO", true,
+    "Allreduce (and partial allreduce rounds) under auto: use shm whenever every rank is a "
+    "process of this host");
 Knob<int64_t> knob_allreduce_small_bytes("QUORUM_ALLREDUCE_SMALL_BYTES", 32768,
                                          "Allreduce under auto: messages up to this size use "
                                          "recursive doubling");

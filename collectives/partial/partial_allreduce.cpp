@@ -115,6 +115,7 @@ Status PartialAllreduce::create(Communicator &comm, size_t count, quorum_dtype_t
   }
   p->accumulator_ = p->buffers_.back().get();
   p->clear_to_identity(p->accumulator_);
+  QUORUM_CHECK(comm.make_shm_channel(&p->shm_));
   {
     std::lock_guard<std::mutex> lock(p->engine_->mutex());
     p->recvs_.resize(p->size_);
@@ -424,7 +425,10 @@ Status PartialAllreduce::join(uint64_t round, bool self_activated, bool synchron
   if (size_ == 1) {
     s = build_allreduce_recursive_doubling(bd, data, &last);
   } else {
-    s = select_algorithm(data, size_, &algo);
+    // The same rule as a plain allreduce, so that rounds where every rank is
+    // fresh give the plain allreduce's bits.
+    if (shm_) bd.set_shm(shm_.get());
+    s = select_algorithm(data, size_, &algo, shm_ != nullptr);
     if (s == kOk) s = algo->build(bd, data, &last);
   }
   CollArgs hdr{CollKind::Allreduce,

@@ -171,6 +171,11 @@ class PartialAllreduce {
   size_t header_words_ = 0;
   size_t bitmap_words_ = 0;
 
+  // Rounds' data through shared memory when every rank is a process of this
+  // host: a channel of this object's own (its chunk stream follows the round
+  // order, which every rank shares), declared before rounds_ to outlive them.
+  std::unique_ptr<ShmChannel> shm_;
+
   // Buffers: the accumulator plus a free list (cleared to the op's identity).
   std::vector<AlignedBuffer> buffers_;
   uint8_t *accumulator_ = nullptr;

@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "collectives/reduce/element_access.hpp"
+#include "collectives/reduce/reference_values.hpp"
 #include "quorum/quorum.h"
 
 namespace quorum_bench {
@@ -21,11 +22,8 @@ inline double load_value(const void *buf, size_t i, quorum_dtype_t d) {
   return quorum::load_element(buf, i, d);
 }
 
-// What rank r contributes at element i. Sums stay exact in bfloat16 (8 bits)
-// up to 36 ranks; products are powers of two.
 inline double contribution(int rank, size_t i, quorum_op_t op) {
-  if (op == QUORUM_PROD) return ((i + static_cast<size_t>(rank)) % 3 == 0) ? 2.0 : 1.0;
-  return static_cast<double>((static_cast<size_t>(rank) * 7 + i * 3) % 11) - 3.0;
+  return quorum::reference_contribution(rank, i, op);
 }
 
 // The value a neutral element that keeps the timed loop's data stable
@@ -34,33 +32,11 @@ inline double neutral_value(quorum_op_t op) {
   return op == QUORUM_PROD ? 1.0 : 0.0;
 }
 
-inline bool is_integer_dtype(quorum_dtype_t d) {
-  return d == QUORUM_INT32 || d == QUORUM_INT64;
-}
+using quorum::is_integer_dtype;
 
 // The reduction of every rank's contribution at element i, as the dtype holds it.
 inline double expected_reduction(int nranks, size_t i, quorum_op_t op, quorum_dtype_t d) {
-  double acc = contribution(0, i, op);
-  for (int r = 1; r < nranks; ++r) {
-    double v = contribution(r, i, op);
-    switch (op) {
-      case QUORUM_SUM:
-      case QUORUM_AVG:
-        acc += v;
-        break;
-      case QUORUM_PROD:
-        acc *= v;
-        break;
-      case QUORUM_MIN:
-        acc = v < acc ? v : acc;
-        break;
-      case QUORUM_MAX:
-        acc = v > acc ? v : acc;
-        break;
-    }
-  }
-  if (op == QUORUM_AVG) acc = is_integer_dtype(d) ? std::trunc(acc / nranks) : acc / nranks;
-  return acc;
+  return quorum::reference_reduction(nranks, i, op, d);
 }
 
 // Whether got equals want as stored in dtype d. Averages of floats may differ

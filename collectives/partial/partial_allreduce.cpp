@@ -404,6 +404,10 @@ Status PartialAllreduce::join(uint64_t round, bool self_activated, bool synchron
   r->info.own_fresh = fresh_pending_;
   r->info.post_ns = fresh_pending_ ? pending_post_ns_ : 0;
   r->info.join_ns = now_ns();
+  r->info.own_carried = carried_pending_;
+  r->info.own_staleness = static_cast<uint64_t>(carried_pending_) * round - carried_pending_rounds_;
+  carried_pending_ = 0;
+  carried_pending_rounds_ = 0;
   fresh_pending_ = false;
 
   r->header.assign(header_words_, 0);
@@ -567,6 +571,8 @@ Status PartialAllreduce::post(const void *contribution) {
       // Late: round k was joined without this post; it rides in a later round.
       s = reduce_into(accumulator_, contribution, count_, dtype_, op_);
       ++carried_;
+      ++carried_pending_;
+      carried_pending_rounds_ += k;
     } else {
       ++dropped_;
     }

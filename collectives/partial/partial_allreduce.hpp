@@ -102,6 +102,8 @@ struct PartialRoundInfo {
   uint64_t post_ns = 0;      // this rank's post for the round (0: none or late)
   uint64_t join_ns = 0;      // this rank joined (activation seen / arrived)
   uint64_t complete_ns = 0;  // data phase done on this rank
+  int own_carried = 0;         // this rank's late posts that ride in this round (carry)
+  uint64_t own_staleness = 0;  // their summed lateness, in rounds
   std::vector<int> fresh_ranks;
 };
 
@@ -191,6 +193,10 @@ class PartialAllreduce {
   std::deque<std::unique_ptr<Round>> rounds_;  // joined, not yet consumed
   uint64_t dropped_ = 0;
   uint64_t carried_ = 0;
+  // Late posts in the accumulator since the last join, and the sum of the
+  // rounds they were posted for (their staleness is known when they ride).
+  int carried_pending_ = 0;
+  uint64_t carried_pending_rounds_ = 0;
   std::vector<uint64_t> histogram_;
 
   // Activation messages.

@@ -73,6 +73,21 @@ quorum_status_t quorum_partial_wait(quorum_partial_t partial, void *result,
   return s;
 }
 
+quorum_status_t quorum_partial_last_round_stats(quorum_partial_t partial,
+                                                quorum_round_stats_t *stats) {
+  CHECK_PARTIAL(partial);
+  if (!stats) {
+    return fail(QUORUM_ERR_INVALID_ARG, "api", "quorum_partial_last_round_stats: NULL output");
+  }
+  const quorum::PartialRoundInfo &ri = partial->obj->last_info();
+  stats->post_ns = ri.post_ns;
+  stats->join_ns = ri.join_ns;
+  stats->complete_ns = ri.complete_ns;
+  stats->own_carried = ri.own_carried;
+  stats->own_staleness = ri.own_staleness;
+  return QUORUM_OK;
+}
+
 quorum_status_t quorum_partial_flush(quorum_partial_t partial, void *result) {
   CHECK_PARTIAL(partial);
   return partial->obj->flush(result);

@@ -117,6 +117,19 @@ quorum_status_t quorum_partial_wait(quorum_partial_t partial, void *result,
 quorum_status_t quorum_partial_flush(quorum_partial_t partial, void *result);
 quorum_status_t quorum_partial_destroy(quorum_partial_t partial);
 
+/* Extension: timing and staleness of the round the last quorum_partial_wait
+ * returned on this rank (for benchmarks and monitoring). Times are
+ * CLOCK_MONOTONIC nanoseconds, comparable between processes of one host. */
+typedef struct {
+  unsigned long long post_ns;       /* this rank's post for the round (0: none in time) */
+  unsigned long long join_ns;       /* this rank joined the round (activation seen or sent) */
+  unsigned long long complete_ns;   /* the round's data phase completed on this rank */
+  int own_carried;                  /* this rank's late posts that ride in this round (carry) */
+  unsigned long long own_staleness; /* their summed lateness, in rounds */
+} quorum_round_stats_t;
+quorum_status_t quorum_partial_last_round_stats(quorum_partial_t partial,
+                                                quorum_round_stats_t *stats);
+
 #ifdef __cplusplus
 }
 #endif

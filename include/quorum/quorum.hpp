@@ -108,6 +108,12 @@ class Partial {
     check(quorum_partial_wait(p_, result, &info));
     return info;
   }
+  // Timing and staleness of the round the last wait() returned.
+  quorum_round_stats_t last_round_stats() const {
+    quorum_round_stats_t stats{};
+    check(quorum_partial_last_round_stats(p_, &stats));
+    return stats;
+  }
   void flush(T *result) { check(quorum_partial_flush(p_, result)); }
   void destroy() {
     if (p_) check(quorum_partial_destroy(std::exchange(p_, nullptr)));

@@ -55,6 +55,9 @@ TEST(CppWrapper, AllreduceAndRequestsOverOob) {
           partial.post(mine.data());
           quorum_round_info_t info = partial.wait(result.data());
           EXPECT_EQ(info.round, static_cast<unsigned long long>(step));
+          quorum_round_stats_t stats = partial.last_round_stats();
+          EXPECT_GE(stats.complete_ns, stats.join_ns);
+          EXPECT_EQ(stats.own_carried == 0, stats.own_staleness == 0);
           total += result[0];
         }
         partial.flush(result.data());

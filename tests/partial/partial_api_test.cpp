@@ -1,6 +1,7 @@
 // partial_api_test.cpp: the C API of partial collectives (quorum_partial_*),
 // argument errors, misuse (post twice, flush with a post pending, destroy with
-// rounds in flight), a single rank, and a rank that never joins (timeout).
+// rounds in flight), round stats, a single rank, and a rank that never joins
+// (timeout).
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -81,6 +82,52 @@ TEST(PartialCApi, SoloRoundsFlushAndInfo) {
       EXPECT_EQ(quorum_partial_destroy(pa), QUORUM_OK) << quorum_last_error();
     });
   }
+}
+
+// A post that misses its round rides in the next one; the round stats say so
+// (own_carried, staleness in rounds) and carry timestamps in order.
+TEST(PartialCApi, RoundStatsReportCarriedPosts) {
+  run_c_ranks(2, [](quorum_comm_t comm) {
+    const int r = quorum_comm_rank(comm);
+    quorum_partial_opts_t opts{QUORUM_PARTIAL_SOLO, 8, 1, 0};
+    quorum_partial_t pa = nullptr;
+    ASSERT_EQ(quorum_partial_create(comm, 2, QUORUM_INT64, QUORUM_SUM, &opts, &pa), QUORUM_OK);
+    quorum_round_stats_t st{};
+    EXPECT_EQ(quorum_partial_last_round_stats(nullptr, &st), QUORUM_ERR_INVALID_ARG);
+    EXPECT_EQ(quorum_partial_last_round_stats(pa, nullptr), QUORUM_ERR_INVALID_ARG);
+    int64_t in[2] = {1, 1}, out[2];
+    quorum_round_info_t info{};
+    if (r == 0) {
+      // Round 0 without rank 1's post: rank 1 only joins it.
+      ASSERT_EQ(quorum_partial_post(pa, in), QUORUM_OK);
+      ASSERT_EQ(quorum_partial_wait(pa, out, &info), QUORUM_OK) << quorum_last_error();
+      ASSERT_EQ(quorum_partial_last_round_stats(pa, &st), QUORUM_OK);
+      EXPECT_EQ(st.own_carried, 0);
+      EXPECT_GT(st.post_ns, 0u);
+      EXPECT_GE(st.join_ns, st.post_ns);
+      EXPECT_GE(st.complete_ns, st.join_ns);
+      ASSERT_EQ(quorum_barrier(comm), QUORUM_OK);
+    } else {
+      ASSERT_EQ(quorum_barrier(comm), QUORUM_OK);  // round 0 is over
+      ASSERT_EQ(quorum_partial_post(pa, in), QUORUM_OK);  // late for round 0: carried
+      ASSERT_EQ(quorum_partial_wait(pa, out, &info), QUORUM_OK) << quorum_last_error();
+      EXPECT_EQ(info.own_fresh, 0);
+      EXPECT_EQ(out[0], 1);
+      ASSERT_EQ(quorum_partial_last_round_stats(pa, &st), QUORUM_OK);
+      EXPECT_EQ(st.own_carried, 0);
+      EXPECT_EQ(st.post_ns, 0u);
+    }
+    ASSERT_EQ(quorum_barrier(comm), QUORUM_OK);  // nobody activates round 1 before that post
+    // Round 1: rank 1's late post rides here, one round late.
+    ASSERT_EQ(quorum_partial_post(pa, in), QUORUM_OK);
+    ASSERT_EQ(quorum_partial_wait(pa, out, &info), QUORUM_OK) << quorum_last_error();
+    EXPECT_EQ(info.round, 1u);
+    ASSERT_EQ(quorum_partial_last_round_stats(pa, &st), QUORUM_OK);
+    EXPECT_EQ(st.own_carried, r == 1 ? 1 : 0);
+    EXPECT_EQ(st.own_staleness, r == 1 ? 1u : 0u);
+    ASSERT_EQ(quorum_partial_flush(pa, out), QUORUM_OK) << quorum_last_error();
+    EXPECT_EQ(quorum_partial_destroy(pa), QUORUM_OK) << quorum_last_error();
+  });
 }
 
 TEST(PartialCApi, ArgumentErrors) {

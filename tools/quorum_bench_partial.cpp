@@ -11,9 +11,10 @@
 //   exponential  every rank waits Exp(mean D) ms every step
 // Reported per variant: steps/s of the job (slowest rank's elapsed time) and
 // mean over ranks, the ratio to sync, the fresh-contribution histogram, and
-// whether the sum of everything posted came back (carry + flush). The ideal
-// speedup assumes the slowest rank on average sets the pace:
-// (C + E[max_r delay_r]) / (C + max_r E[delay_r]).
+// whether the sum of everything posted came back (carry + flush), the mean
+// activation latency and the staleness of carried contributions. Each
+// variant's ideal speedup replays the same delays with free communication
+// (model_job_ms), so of_ideal shows what the runtime itself costs.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -25,6 +26,7 @@
 #include <thread>
 #include <vector>
 
+#include "collectives/partial/activation.hpp"
 #include "tools/quorum_bench_colls.hpp"
 #include "tools/quorum_bench_partial.hpp"
 
@@ -32,12 +34,7 @@ namespace quorum_bench {
 
 namespace {
 
-uint64_t splitmix64(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
+using quorum::partial::splitmix64;
 
 // The injected delay (ms) of `rank` at `step`.
 double injected_delay_ms(const PartialOptions &o, int nranks, int rank, int step) {
@@ -62,18 +59,45 @@ double injected_delay_ms(const PartialOptions &o, int nranks, int rank, int step
   return 0;
 }
 
-// (C + E[max delay]) / (C + max_r E[delay_r]) for the model.
-double ideal_speedup(const PartialOptions &o, int nranks) {
-  double c = o.compute_ms, d = o.delay_ms, n = nranks;
-  if (d <= 0) return 1.0;
-  if (o.model == "slow-rank") return 1.0;  // the slow rank computes every step itself
-  if (o.model == "exponential") {
-    double harmonic = 0;
-    for (int i = 1; i <= nranks; ++i) harmonic += 1.0 / i;
-    return (c + d * harmonic) / (c + d);
+// The job time (ms) of `steps` steps under the model when communication is
+// free: the bound each variant can reach. Rank r posts round k at
+// post = end_r(k-1) + C + delay_r(k). sync: every rank leaves at the last
+// post. Partial: round k activates at act(k) = max(act(k-1), activating
+// post), where the activating post is the first one (solo), the initiator's
+// (majority), or the last one (the synchronous rounds); rank r leaves at
+// max(its post, act(k)).
+double model_job_ms(const PartialOptions &o, int nranks, const char *variant) {
+  const std::string v = variant;
+  std::vector<double> end(static_cast<size_t>(nranks), 0.0), post(end.size());
+  double act = 0;
+  for (int k = 0; k < o.steps; ++k) {
+    for (int r = 0; r < nranks; ++r) {
+      post[static_cast<size_t>(r)] =
+          end[static_cast<size_t>(r)] + o.compute_ms + injected_delay_ms(o, nranks, r, k);
+    }
+    double first = *std::min_element(post.begin(), post.end());
+    double last = *std::max_element(post.begin(), post.end());
+    double by;
+    if (v == "sync" || quorum::partial::scheduled_sync_round(static_cast<uint64_t>(k),
+                                                             o.max_staleness)) {
+      by = last;
+    } else if (v == "solo") {
+      by = first;
+    } else {
+      by = post[static_cast<size_t>(
+          quorum::partial::majority_initiator(o.seed, static_cast<uint64_t>(k), nranks))];
+    }
+    act = std::max(act, by);
+    for (int r = 0; r < nranks; ++r) {
+      end[static_cast<size_t>(r)] = std::max(post[static_cast<size_t>(r)], act);
+    }
   }
-  double mean_k = nranks >= 2 ? 1.5 : 1.0;
-  return (c + d) / (c + d * mean_k / n);
+  return *std::max_element(end.begin(), end.end());
+}
+
+// A variant's ideal speedup over sync: the model's job times, communication free.
+double ideal_speedup(const PartialOptions &o, int nranks, const char *variant) {
+  return model_job_ms(o, nranks, "sync") / model_job_ms(o, nranks, variant);
 }
 
 struct VariantResult {
@@ -83,7 +107,39 @@ struct VariantResult {
   std::vector<long long> fresh_histogram;  // index: fresh contributions in a round
   double mean_fresh = 0;
   bool conserved = true;  // sum of results (+ flush) == sum of posts
+  // Partial variants: mean activation latency (a round's first post to its
+  // last rank joined, one host's monotonic clock) and the mean staleness of
+  // carried contributions (rounds late), over the timed steps.
+  double activation_us = 0;
+  long long carried = 0;
+  double mean_staleness = 0;
 };
+
+// A rank's view of one round, gathered to compute the cross-rank figures.
+struct RoundStamp {
+  unsigned long long post_ns = 0;
+  unsigned long long join_ns = 0;
+  long long carried = 0;
+  unsigned long long staleness = 0;
+};
+
+// Mean over rounds of (latest join - earliest post); stamps[r * steps + k].
+double mean_activation_us(const std::vector<RoundStamp> &stamps, int nranks, int steps) {
+  double sum = 0;
+  int rounds = 0;
+  for (int k = 0; k < steps; ++k) {
+    unsigned long long first_post = ~0ull, last_join = 0;
+    for (int r = 0; r < nranks; ++r) {
+      const RoundStamp &st = stamps[static_cast<size_t>(r) * steps + k];
+      if (st.post_ns) first_post = std::min(first_post, st.post_ns);
+      last_join = std::max(last_join, st.join_ns);
+    }
+    if (first_post == ~0ull || last_join < first_post) continue;
+    sum += static_cast<double>(last_join - first_post) / 1e3;
+    ++rounds;
+  }
+  return rounds ? sum / rounds : 0;
+}
 
 void sleep_ms(double ms) {
   if (ms > 0) std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(ms));
@@ -113,6 +169,7 @@ VariantResult run_variant(quorum_comm_t comm, const PartialOptions &o, const cha
   if (s != QUORUM_OK) die(comm, "barrier", s);
 
   double received = 0;  // element 0 of every result: counts contributions
+  std::vector<RoundStamp> stamps(static_cast<size_t>(o.steps));
   auto t0 = std::chrono::steady_clock::now();
   for (int step = 0; step < o.steps; ++step) {
     sleep_ms(o.compute_ms + injected_delay_ms(o, n, rank, step));
@@ -127,6 +184,11 @@ VariantResult run_variant(quorum_comm_t comm, const PartialOptions &o, const cha
       s = quorum_partial_wait(partial, result.data(), &info);
       if (s != QUORUM_OK) die(comm, "quorum_partial_wait", s);
       if (info.fresh >= 0 && info.fresh <= n) ++v.fresh_histogram[static_cast<size_t>(info.fresh)];
+      quorum_round_stats_t rs{};
+      s = quorum_partial_last_round_stats(partial, &rs);
+      if (s != QUORUM_OK) die(comm, "quorum_partial_last_round_stats", s);
+      stamps[static_cast<size_t>(step)] = {rs.post_ns, rs.join_ns, rs.own_carried,
+                                           rs.own_staleness};
     }
     received += result[0];
   }
@@ -154,6 +216,18 @@ VariantResult run_variant(quorum_comm_t comm, const PartialOptions &o, const cha
     if (r.received != posted) v.conserved = false;
   }
   v.mean_elapsed_s = sum / n;
+  if (!sync) {
+    std::vector<RoundStamp> all_stamps(static_cast<size_t>(n) * o.steps);
+    s = quorum_allgather(comm, stamps.data(), all_stamps.data(), stamps.size() * sizeof(RoundStamp));
+    if (s != QUORUM_OK) die(comm, "allgather (round stamps)", s);
+    v.activation_us = mean_activation_us(all_stamps, n, o.steps);
+    unsigned long long staleness = 0;
+    for (const RoundStamp &st : all_stamps) {
+      v.carried += st.carried;
+      staleness += st.staleness;
+    }
+    v.mean_staleness = v.carried ? static_cast<double>(staleness) / v.carried : 0;
+  }
   long long rounds = 0, fresh_sum = 0;
   for (size_t f = 0; f < v.fresh_histogram.size(); ++f) {
     rounds += v.fresh_histogram[f];
@@ -175,16 +249,18 @@ int run_partial_bench(quorum_comm_t comm, const PartialOptions &o) {
   for (const auto &v : results) all_conserved = all_conserved && v.conserved;
   if (rank != 0) return all_conserved ? 0 : 3;
 
-  double ideal = ideal_speedup(o, n);
   double sync_rate = o.steps / results[0].job_elapsed_s;
   if (!o.json) {
     fmt::print("# quorum-bench partial: {} ranks, transport {}, {} steps, {} B float32 sum\n", n,
                quorum_comm_transport(comm), o.steps, std::max<size_t>(4, o.bytes / 4 * 4));
     fmt::print("#   compute C = {} ms, delay D = {} ms, model {}, max staleness {}, seed {}\n",
                o.compute_ms, o.delay_ms, o.model, o.max_staleness, o.seed);
-    fmt::print("#   ideal speedup over sync: {:.3f}\n#\n", ideal);
-    fmt::print("#{:>9} {:>10} {:>10} {:>11} {:>9} {:>10} {:>10}  {}\n", "variant", "steps/s",
-               "ms/step", "mean_rank", "vs_sync", "fresh", "conserved", "fresh histogram (0..P)");
+    fmt::print("#   ideal speedup over sync (the model with free communication): solo {:.3f}, "
+               "majority {:.3f}\n#\n",
+               ideal_speedup(o, n, "solo"), ideal_speedup(o, n, "majority"));
+    fmt::print("#{:>9} {:>10} {:>10} {:>11} {:>9} {:>9} {:>7} {:>10} {:>8} {:>7} {:>10}  {}\n",
+               "variant", "steps/s", "ms/step", "mean_rank", "vs_sync", "of_ideal", "fresh",
+               "conserved", "carried", "stale", "act_us", "fresh histogram (0..P)");
   }
   for (const auto &v : results) {
     double rate = o.steps / v.job_elapsed_s;
@@ -205,17 +281,24 @@ int run_partial_bench(quorum_comm_t comm, const PartialOptions &o) {
       j["steps_per_s_mean_rank"] = mean_rate;
       j["ms_per_step"] = 1e3 * v.job_elapsed_s / o.steps;
       j["ratio_to_sync"] = rate / sync_rate;
-      j["ideal_speedup"] = ideal;
+      j["ideal_speedup"] = ideal_speedup(o, n, v.name.c_str());
       j["mean_fresh"] = v.mean_fresh;
       j["fresh_histogram"] = v.fresh_histogram;
       j["conserved"] = v.conserved;
+      j["carried"] = v.carried;
+      j["mean_staleness_rounds"] = v.mean_staleness;
+      j["activation_latency_us"] = v.activation_us;
       fmt::print("{}\n", j.dump());
     } else {
       std::string hist;
       for (long long c : v.fresh_histogram) hist += (hist.empty() ? "" : " ") + std::to_string(c);
-      fmt::print(" {:>9} {:>10.2f} {:>10.2f} {:>11.2f} {:>9.3f} {:>10.2f} {:>10}  [{}]\n", v.name,
-                 rate, 1e3 * v.job_elapsed_s / o.steps, mean_rate, rate / sync_rate, v.mean_fresh,
-                 v.conserved ? "yes" : "NO", hist);
+      double ideal = ideal_speedup(o, n, v.name.c_str());
+      fmt::print(
+          " {:>9} {:>10.2f} {:>10.2f} {:>11.2f} {:>9.3f} {:>8.0f}% {:>7.2f} {:>10} {:>8} {:>7.2f} "
+          "{:>10.0f}  [{}]\n",
+          v.name, rate, 1e3 * v.job_elapsed_s / o.steps, mean_rate, rate / sync_rate,
+          100.0 * (rate / sync_rate) / ideal, v.mean_fresh, v.conserved ? "yes" : "NO", v.carried, v.mean_staleness,
+                 v.activation_us, hist);
     }
   }
   std::fflush(stdout);

@@ -78,8 +78,8 @@ double model_job_ms(const PartialOptions &o, int nranks, const char *variant) {
     double first = *std::min_element(post.begin(), post.end());
     double last = *std::max_element(post.begin(), post.end());
     double by;
-    if (v == "sync" || quorum::partial::scheduled_sync_round(static_cast<uint64_t>(k),
-                                                             o.max_staleness)) {
+    if (v == "sync" ||
+        quorum::partial::scheduled_sync_round(static_cast<uint64_t>(k), o.max_staleness)) {
       by = last;
     } else if (v == "solo") {
       by = first;
@@ -218,7 +218,8 @@ VariantResult run_variant(quorum_comm_t comm, const PartialOptions &o, const cha
   v.mean_elapsed_s = sum / n;
   if (!sync) {
     std::vector<RoundStamp> all_stamps(static_cast<size_t>(n) * o.steps);
-    s = quorum_allgather(comm, stamps.data(), all_stamps.data(), stamps.size() * sizeof(RoundStamp));
+    s = quorum_allgather(comm, stamps.data(), all_stamps.data(),
+                         stamps.size() * sizeof(RoundStamp));
     if (s != QUORUM_OK) die(comm, "allgather (round stamps)", s);
     v.activation_us = mean_activation_us(all_stamps, n, o.steps);
     unsigned long long staleness = 0;
@@ -255,9 +256,10 @@ int run_partial_bench(quorum_comm_t comm, const PartialOptions &o) {
                quorum_comm_transport(comm), o.steps, std::max<size_t>(4, o.bytes / 4 * 4));
     fmt::print("#   compute C = {} ms, delay D = {} ms, model {}, max staleness {}, seed {}\n",
                o.compute_ms, o.delay_ms, o.model, o.max_staleness, o.seed);
-    fmt::print("#   ideal speedup over sync (the model with free communication): solo {:.3f}, "
-               "majority {:.3f}\n#\n",
-               ideal_speedup(o, n, "solo"), ideal_speedup(o, n, "majority"));
+    fmt::print(
+        "#   ideal speedup over sync (the model with free communication): solo {:.3f}, "
+        "majority {:.3f}\n#\n",
+        ideal_speedup(o, n, "solo"), ideal_speedup(o, n, "majority"));
     fmt::print("#{:>9} {:>10} {:>10} {:>11} {:>9} {:>9} {:>7} {:>10} {:>8} {:>7} {:>10}  {}\n",
                "variant", "steps/s", "ms/step", "mean_rank", "vs_sync", "of_ideal", "fresh",
                "conserved", "carried", "stale", "act_us", "fresh histogram (0..P)");
@@ -297,8 +299,8 @@ int run_partial_bench(quorum_comm_t comm, const PartialOptions &o) {
           " {:>9} {:>10.2f} {:>10.2f} {:>11.2f} {:>9.3f} {:>8.0f}% {:>7.2f} {:>10} {:>8} {:>7.2f} "
           "{:>10.0f}  [{}]\n",
           v.name, rate, 1e3 * v.job_elapsed_s / o.steps, mean_rate, rate / sync_rate,
-          100.0 * (rate / sync_rate) / ideal, v.mean_fresh, v.conserved ? "yes" : "NO", v.carried, v.mean_staleness,
-                 v.activation_us, hist);
+          100.0 * (rate / sync_rate) / ideal, v.mean_fresh, v.conserved ? "yes" : "NO", v.carried,
+          v.mean_staleness, v.activation_us, hist);
     }
   }
   std::fflush(stdout);

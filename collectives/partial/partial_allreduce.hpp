@@ -99,9 +99,9 @@ struct PartialRoundInfo {
   int initiator = -1;
   bool synchronous = false;
   bool flush = false;
-  uint64_t post_ns = 0;      // this rank's post for the round (0: none or late)
-  uint64_t join_ns = 0;      // this rank joined (activation seen / arrived)
-  uint64_t complete_ns = 0;  // data phase done on this rank
+  uint64_t post_ns = 0;        // this rank's post for the round (0: none or late)
+  uint64_t join_ns = 0;        // this rank joined (activation seen / arrived)
+  uint64_t complete_ns = 0;    // data phase done on this rank
   int own_carried = 0;         // this rank's late posts that ride in this round (carry)
   uint64_t own_staleness = 0;  // their summed lateness, in rounds
   std::vector<int> fresh_ranks;

@@ -108,7 +108,7 @@ TEST(PartialCApi, RoundStatsReportCarriedPosts) {
       EXPECT_GE(st.complete_ns, st.join_ns);
       ASSERT_EQ(quorum_barrier(comm), QUORUM_OK);
     } else {
-      ASSERT_EQ(quorum_barrier(comm), QUORUM_OK);  // round 0 is over
+      ASSERT_EQ(quorum_barrier(comm), QUORUM_OK);         // round 0 is over
       ASSERT_EQ(quorum_partial_post(pa, in), QUORUM_OK);  // late for round 0: carried
       ASSERT_EQ(quorum_partial_wait(pa, out, &info), QUORUM_OK) << quorum_last_error();
       EXPECT_EQ(info.own_fresh, 0);

@@ -1,8 +1,8 @@
 // communicator.cpp: creation, finalisation and the collective entry points.
 #include "collectives/communicator.hpp"
 
+#include <algorithm>
 #include <cstring>
-#include <string_view>
 
 #include "collectives/device_staging.hpp"
 #include "collectives/reduce/reduce_kernels.hpp"
@@ -10,6 +10,7 @@
 #include "runtime/knobs.hpp"
 #include "runtime/log.hpp"
 #include "runtime/memory.hpp"
+#include "runtime/progress/engine.hpp"
 
 namespace quorum {
 
@@ -264,17 +265,27 @@ Status Communicator::allreduce(const void *send, void *recv, size_t count, quoru
   if (shm_ && size_ > 1 && !finalized_ && !signature_check_ &&
       !(cuda_available() &&
         (buffer_kind(send) == BufferKind::Device || buffer_kind(recv) == BufferKind::Device))) {
-    const AlgorithmInfo *algo = nullptr;
-    QUORUM_CHECK(select_algorithm(a, size_, &algo, true));
-    if (std::string_view(algo->name) == "shm") {
+    const FastPathKnobs &k = fast_path_knobs();
+    if (k.shm) {
       next_sequence();
-      return shm_allreduce_inline(shm_.get(), transport_.get(), a, *engine_,
-                                  Deadline::after_ms(knob_timeout_ms.get()));
+      return shm_allreduce_inline(shm_.get(), transport_.get(), a, *engine_, k.timeout_ms,
+                                  k.nap_us);
     }
   }
   RequestPtr req;
   QUORUM_CHECK(start(a, &req, true));
   return wait(req);
+}
+
+const Communicator::FastPathKnobs &Communicator::fast_path_knobs() {
+  const uint64_t generation = knob_generation();
+  if (fast_.generation != generation) {
+    fast_.shm = allreduce_uses_shm();
+    fast_.timeout_ms = knob_timeout_ms.get();
+    fast_.nap_us = std::max<int64_t>(1, knob_memory_nap_us.get());
+    fast_.generation = generation;
+  }
+  return fast_;
 }
 
 Status Communicator::bcast(void *buf, size_t bytes, int root) {

@@ -97,6 +97,16 @@ class Communicator {
   ScratchPool scratch_;
   HostLayout layout_;
   std::unique_ptr<ShmChannel> shm_;  // every rank a process of this host (ucx)
+  // The knobs the blocking allreduce's fast path reads, cached until a knob
+  // changes (knob_generation): reading a knob takes a lock.
+  struct FastPathKnobs {
+    uint64_t generation = 0;
+    bool shm = false;
+    int64_t timeout_ms = 0;
+    int64_t nap_us = 1;
+  };
+  const FastPathKnobs &fast_path_knobs();
+  FastPathKnobs fast_;
   std::string progress_mode_;
   std::atomic<uint64_t> next_seq_{0};
   uint64_t next_object_id_ = 0;

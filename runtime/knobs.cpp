@@ -2,6 +2,7 @@
 #include "knobs.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstdlib>
 #include <map>
@@ -91,15 +92,25 @@ std::string KnobBase::error() {
   return error_;
 }
 
+namespace {
+std::atomic<uint64_t> g_knob_generation{1};
+}  // namespace
+
+uint64_t knob_generation() {
+  return g_knob_generation.load(std::memory_order_acquire);
+}
+
 void KnobBase::set_override(std::optional<std::string> text) {
   std::lock_guard<std::mutex> lock(mutex_);
   override_ = std::move(text);
   loaded_ = false;
+  g_knob_generation.fetch_add(1, std::memory_order_acq_rel);
 }
 
 void KnobBase::reload() {
   std::lock_guard<std::mutex> lock(mutex_);
   loaded_ = false;
+  g_knob_generation.fetch_add(1, std::memory_order_acq_rel);
 }
 
 namespace {

@@ -19,6 +19,10 @@
 namespace quorum {
 
 enum class KnobSource { Default, Environment, Override };
+
+// Bumped whenever a knob's value may change (override set or cleared,
+// reload): hot paths cache knob values and re-read them when it moves.
+uint64_t knob_generation();
 const char *knob_source_name(KnobSource s);
 
 class KnobBase {

@@ -120,6 +120,10 @@ struct AlgorithmInfo {
   BuildFn build;
 };
 
+// Whether allreduce goes through shared memory when the communicator has a
+// channel: at every size, from the knobs alone (the blocking fast path caches it).
+bool allreduce_uses_shm();
+
 // Every algorithm, registered in algorithms/table.cpp.
 const std::vector<AlgorithmInfo> &algorithm_table();
 // The algorithm for this call: the knob QUORUM_<KIND>_ALGO if set, else the

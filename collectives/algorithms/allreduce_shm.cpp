@@ -13,7 +13,9 @@
 // message). With S slots per rank, chunk c + 1 is
 // copied in while the peers still work on chunk c. Data crosses memory three
 // times per rank (copy in, reduce, copy out) without any system call; a small
-// message is a single chunk (three flag round trips).
+// message is a single replicated chunk (one flag round trip), and nobody waits
+// for the peers to finish: a slot is rewritten only after every rank's done
+// flag for its previous use.
 //
 // The task never blocks: it polls the flags and returns Pending. It fails at
 // once when a peer is known dead (transport->peer_failed) or when another rank
@@ -23,6 +25,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -75,6 +78,8 @@ Status ShmChannel::create(const ShmGroup &group, std::unique_ptr<ShmChannel> *ou
   ch->size_ = p;
   ch->slots_ = kSlots;
   ch->chunk_bytes_ = chunk;
+  ch->replicated_bytes_ =
+      static_cast<size_t>(std::max<int64_t>(0, knob_shm_replicated_bytes.get()));
   QLOG_INFO("shm", "shared-memory segment of {} B ({} ranks, chunk {} B)", ch->segment_->size(), p,
             chunk);
   *out = std::move(ch);
@@ -97,9 +102,13 @@ class ShmAllreduceTask : public Task {
     chunk_elems_ = std::max<size_t>(1, ch->chunk_bytes() / es_);
     nchunks_ = (count_ + chunk_elems_ - 1) / chunk_elems_;
     base_ = ch->reserve(nchunks_);
-    replicated_ = std::min(count_, chunk_elems_) * es_ <=
-                  static_cast<size_t>(std::max<int64_t>(0, knob_shm_replicated_bytes.get()));
-    stage_.assign(nchunks_, 0);
+    replicated_ = ch->size() == 2 || std::min(count_, chunk_elems_) * es_ <= ch->replicated_bytes();
+    // Small messages (the latency path) keep their chunk stages inline.
+    if (nchunks_ > sizeof(stage_inline_)) {
+      stage_heap_.reset(new uint8_t[nchunks_]);
+      stage_ = stage_heap_.get();
+    }
+    std::fill(stage_, stage_ + nchunks_, uint8_t{kIdle});
   }
 
   TaskResult progress(Status *status) override {
@@ -146,7 +155,7 @@ class ShmAllreduceTask : public Task {
   }
 
  private:
-  enum : uint8_t { kIdle = 0, kPosted = 1, kReduced = 2, kDraining = 4, kDone = 3 };
+  enum : uint8_t { kIdle = 0, kPosted = 1, kReduced = 2, kDone = 3 };
 
   TaskResult failed(Status *status, Status s) {
     waiting_.release();
@@ -188,11 +197,10 @@ class ShmAllreduceTask : public Task {
       if (replicated_) {
         reduce_whole(s, off, n);
         ch_->done(me, s).store(tag, std::memory_order_release);
-        // The last chunk waits until every rank is done, so that the ranks
-        // leave together (as with the sliced protocol): a rank that ran ahead
-        // would wait in the next collective while its peer is still here.
-        stage_[c] = c + 1 == nchunks_ ? kDraining : kDone;
-        moved = true;
+        // No wait for the peers to finish: slot s is rewritten only once
+        // every rank's done flag shows it (the check before the copy in).
+        stage_[c] = kDone;
+        return true;
       }
       auto slice = patterns::block(n, p, me, patterns::align_elements(64, es_));
       if (slice.count > 0) {
@@ -207,11 +215,6 @@ class ShmAllreduceTask : public Task {
       ch_->reduced(me, s).store(tag, std::memory_order_release);
       stage_[c] = kReduced;
       moved = true;
-    }
-    if (stage_[c] == kDraining) {
-      if (!all_reached(&ShmChannel::done, s, tag)) return moved;
-      stage_[c] = kDone;
-      return true;
     }
     if (stage_[c] == kReduced) {
       if (!all_reached(&ShmChannel::reduced, s, tag)) return moved;
@@ -252,35 +255,45 @@ class ShmAllreduceTask : public Task {
   size_t first_ = 0;  // the first chunk not done
   bool replicated_ = false;
   bool moved_ = false;
-  std::vector<uint8_t> stage_;
+  uint8_t stage_inline_[16];
+  std::unique_ptr<uint8_t[]> stage_heap_;
+  uint8_t *stage_ = stage_inline_;
   MemoryWaitGuard waiting_;
 };
 
 }  // namespace
 
 Status shm_allreduce_inline(ShmChannel *ch, Transport *t, const CollArgs &a, ProgressEngine &engine,
-                            Deadline deadline) {
+                            int64_t timeout_ms, int64_t nap_us) {
   ShmAllreduceTask task(ch, t, a);
   Status status = kOk;
-  uint64_t last_move = now_ns();
+  // Clocks are read only after polls that moved nothing (in a VM a clock read
+  // costs as much as a flag round trip); the deadline starts at the first.
+  uint64_t stalled_since = 0;
+  std::optional<Deadline> deadline;
   for (unsigned polls = 0;; ++polls) {
     TaskResult r = task.progress(&status);
     if (r == TaskResult::Done) return kOk;
     if (r == TaskResult::Failed) return status;
-    if (task.moved()) last_move = now_ns();
     // Now and then: the transport (it notices dead peers) and other requests
     // (an earlier non-blocking shm allreduce must finish before this one can).
-    if ((polls & 63) == 63 && engine.progress_once()) last_move = now_ns();
-    if (deadline.expired()) {
+    bool moved = task.moved() || ((polls & 63) == 63 && engine.progress_once());
+    if (moved) {
+      stalled_since = 0;
+      continue;
+    }
+    if ((polls & 15) != 15) continue;
+    const uint64_t now = now_ns();
+    if (stalled_since == 0) stalled_since = now;
+    if (!deadline) deadline = Deadline::after_ms(timeout_ms);
+    if (deadline->expired()) {
       task.cancel();
       return fail(QUORUM_ERR_TIMEOUT, "progress",
                   "allreduce (shm, count {}) on rank {} timed out after {} ms: {}", a.count,
-                  ch->rank(), knob_timeout_ms.get(), task.describe());
+                  ch->rank(), timeout_ms, task.describe());
     }
-    if (now_ns() - last_move > 100000) {
-      std::this_thread::sleep_for(
-          std::chrono::microseconds(std::max<int64_t>(1, knob_memory_nap_us.get())));
-    }
+    if (now - stalled_since > 100000)
+      std::this_thread::sleep_for(std::chrono::microseconds(nap_us));
   }
 }
 

@@ -33,13 +33,14 @@ extern Knob<int64_t> knob_shm_max_bytes;
 class ProgressEngine;
 class Transport;
 struct CollArgs;
-class Deadline;
 class ShmChannel;
 
 // A blocking allreduce through the channel, run by the calling thread without
-// a schedule (the small-message fast path); polls `engine` now and then.
+// a schedule (the small-message fast path); polls `engine` now and then,
+// naps nap_us between polls once the protocol has stalled for 100 us, and
+// gives up with QUORUM_ERR_TIMEOUT after timeout_ms (<= 0: never).
 Status shm_allreduce_inline(ShmChannel *ch, Transport *t, const CollArgs &a, ProgressEngine &engine,
-                            Deadline deadline);
+                            int64_t timeout_ms, int64_t nap_us);
 
 class ShmChannel {
  public:
@@ -51,6 +52,8 @@ class ShmChannel {
   int size() const { return size_; }
   int slots() const { return slots_; }
   size_t chunk_bytes() const { return chunk_bytes_; }
+  // QUORUM_SHM_REPLICATED_BYTES, read when the channel was made.
+  size_t replicated_bytes() const { return replicated_bytes_; }
   // The first of `n` consecutive chunk numbers for one collective.
   uint64_t reserve(uint64_t n) { return next_chunk_.fetch_add(n); }
 
@@ -81,6 +84,7 @@ class ShmChannel {
   int size_ = 0;
   int slots_ = 2;
   size_t chunk_bytes_ = 0;
+  size_t replicated_bytes_ = 0;
   std::atomic<uint64_t> next_chunk_{0};
 };
 

@@ -82,10 +82,19 @@ const AlgorithmInfo *find(CollKind kind, const std::string &name) {
   return nullptr;
 }
 
+}  // namespace
+
+bool allreduce_uses_shm() {
+  const std::string forced = knob_allreduce_algo.get();
+  return forced == "shm" || (forced == "auto" && knob_allreduce_shm_auto.get());
+}
+
+namespace {
+
 std::string default_choice(const CollArgs &args, int size, bool shm_ready) {
   switch (args.kind) {
     case CollKind::Allreduce: {
-      if (shm_ready && knob_allreduce_shm_auto.get()) return "shm";
+      if (shm_ready && allreduce_uses_shm()) return "shm";
       size_t bytes = args.count * dtype_size(args.dtype);
       if (bytes <= static_cast<size_t>(knob_allreduce_small_bytes.get()) ||
           args.count < static_cast<size_t>(size)) {

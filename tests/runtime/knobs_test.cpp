@@ -92,6 +92,23 @@ TEST_F(Knobs, OverrideWinsOverEnvironmentAndClears) {
   EXPECT_EQ(test_int.source(), KnobSource::Environment);
 }
 
+// Hot paths cache knob values keyed on knob_generation(): it must move
+// whenever a value may have changed.
+TEST_F(Knobs, GenerationMovesOnOverrideAndReload) {
+  const uint64_t g0 = knob_generation();
+  EXPECT_EQ(test_int.get(), 5);
+  EXPECT_EQ(knob_generation(), g0) << "reading does not move it";
+  test_int.set_override("6");
+  const uint64_t g1 = knob_generation();
+  EXPECT_GT(g1, g0);
+  EXPECT_EQ(test_int.get(), 6);
+  test_int.set_override(std::nullopt);
+  EXPECT_GT(knob_generation(), g1);
+  const uint64_t g2 = knob_generation();
+  test_int.reload();
+  EXPECT_GT(knob_generation(), g2);
+}
+
 TEST(Log, LevelFilterAndSubsystems) {
   setenv("QUORUM_LOG_LEVEL", "info", 1);
   setenv("QUORUM_LOG_SUBSYS", "store,bootstrap", 1);

@@ -122,13 +122,13 @@ class ConsoleObserver : public qt::TrainObserver {
     std::printf(
         "epoch %lld%s: train loss %.4f acc %.2f%% | test loss %.4f acc %.2f%% | %.0f img/s | "
         "%.0f img/cpu-s | %.2f s: data %.2f forward %.2f backward %.2f reduce %.2f update %.2f | "
-        "eval %.2f s | imbalance %.2f s | fresh %.2f | "
+        "eval %.2f s | imbalance %.2f s | fresh %.2f carried %lld (%.2f steps late) | "
         "params crc32 %08x sum %.6f%s\n",
         static_cast<long long>(r.epoch + 1), r.complete ? "" : " (partial)", r.train_loss,
         100 * r.train_accuracy, r.test_loss, 100 * r.test_accuracy, r.images_per_s,
         r.images_per_cpu_s, r.seconds, r.times.data, r.times.forward, r.times.backward,
         r.times.reduce, r.times.update, r.eval_seconds, r.times.imbalance, r.mean_contributors,
-        r.param_crc32, r.param_sum,
+        static_cast<long long>(r.carried), r.mean_staleness, r.param_crc32, r.param_sum,
         reducer_ == nullptr ? ""
         : agree             ? " (same on every rank)"
                             : " (REPLICAS DIFFER)");
@@ -153,6 +153,8 @@ class ConsoleObserver : public qt::TrainObserver {
                     {"time_update", r.times.update},
                     {"time_imbalance", r.times.imbalance},
                     {"mean_contributors", r.mean_contributors},
+                    {"carried", r.carried},
+                    {"mean_staleness", r.mean_staleness},
                     {"replicas_agree", agree},
                     {"eval_seconds", r.eval_seconds},
                     {"lr", r.lr},

@@ -23,6 +23,8 @@ struct ReduceInfo {
   int contributors = 1;           // ranks whose gradient is in the result
   double wait_seconds = 0.0;      // time blocked in the reduction
   double injected_seconds = 0.0;  // injected imbalance slept before contributing
+  int carried = 0;                // partial: this rank's late gradients that rode in this step
+  uint64_t staleness = 0;         // their summed lateness, in steps
 };
 
 class GradientReducer {

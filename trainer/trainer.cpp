@@ -149,6 +149,7 @@ Status train(const TrainConfig &cfg, Backend *backend, const DataSplit &data,
     const double cpu_start = process_cpu_seconds();
     int64_t images_this_run = 0;
     double contributors_sum = 0;
+    uint64_t staleness_sum = 0;
     while (st.step_in_epoch < steps_per_epoch && st.global_step < total_steps) {
       auto t = Clock::now();
       const uint32_t *idx = order.data() + st.step_in_epoch * cfg.batch;
@@ -181,6 +182,8 @@ Status train(const TrainConfig &cfg, Backend *backend, const DataSplit &data,
       rep.times.reduce += since(t) - info.injected_seconds;
       rep.times.imbalance += info.injected_seconds;
       contributors_sum += info.contributors;
+      rep.carried += info.carried;
+      staleness_sum += info.staleness;
 
       t = Clock::now();
       SgdStep step{schedule.at(st.global_step), cfg.momentum, cfg.weight_decay};
@@ -216,6 +219,7 @@ Status train(const TrainConfig &cfg, Backend *backend, const DataSplit &data,
     rep.images_per_s = rep.times.total() > 0 ? double(images_this_run) / rep.times.total() : 0;
     rep.complete = st.step_in_epoch == steps_per_epoch;
     rep.mean_contributors = rep.steps > 0 ? contributors_sum / double(rep.steps) : 0;
+    rep.mean_staleness = rep.carried > 0 ? double(staleness_sum) / double(rep.carried) : 0;
     rep.train_loss = st.epoch_images ? st.epoch_loss_sum / double(st.epoch_images) : 0;
     rep.train_accuracy = st.epoch_images ? double(st.epoch_correct) / double(st.epoch_images) : 0;
     const auto eval_start = Clock::now();

@@ -59,8 +59,10 @@ struct EpochReport {
   double cpu_seconds = 0, images_per_cpu_s = 0;
   PhaseTimes times;
   double mean_contributors = 0;  // ranks whose gradient made it into a step, averaged
+  int64_t carried = 0;           // partial: this rank's gradients that missed their step
+  double mean_staleness = 0;     // and how many steps late they were applied, on average
   uint32_t param_crc32 = 0;      // bit-exact checksum of the parameters
-  double param_sum = 0;      // sum of the parameters (a readable checksum)
+  double param_sum = 0;          // sum of the parameters (a readable checksum)
   double lr = 0;
 };
 

@@ -32,6 +32,12 @@ for mode in sync solo majority; do
     "$run" -n $np --timeout 300 -- "$train" "${common[@]}" --batch 16 --reduce $mode \
       --imbalance paper:3:1 >"$tmp/$mode$np" 2>&1 || fail "$mode on $np ranks: $(tail -5 "$tmp/$mode$np")"
     grep -q "replicas=agree" "$tmp/$mode$np" || fail "$mode on $np ranks: no replicas=agree"
+    # Late gradients are reported with their lateness (none under sync).
+    late=$(grep -o 'carried [0-9]* ([0-9.]* steps late)' "$tmp/$mode$np" | head -1)
+    [ -n "$late" ] || fail "$mode on $np ranks: no 'carried N (X steps late)' in the epoch line"
+    if [ $mode = sync ]; then
+      [ "$late" = "carried 0 (0.00 steps late)" ] || fail "sync on $np ranks: $late"
+    fi
     grep "summary" "$tmp/$mode$np"
   done
 done

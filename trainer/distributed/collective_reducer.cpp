@@ -99,6 +99,11 @@ Status CollectiveReducer::reduce_gradients(float *grads, size_t count, MemoryKin
     for (size_t i = 0; i < count; ++i) buf[i] *= scale;
     if (memory == MemoryKind::Cuda) backend_->copy_to_device(grads, buf, count * sizeof(float));
     local.contributors = round.fresh;
+    quorum_round_stats_t stats{};
+    s = quorum_partial_last_round_stats(partial_, &stats);
+    if (s != QUORUM_OK) return api_error(s, "reading the round's stats");
+    local.carried = stats.own_carried;
+    local.staleness = stats.own_staleness;
     if (round.fresh >= 0 && round.fresh <= size_) ++fresh_histogram_[round.fresh];
   }
   local.wait_seconds = seconds_since(start);

@@ -76,6 +76,8 @@ Status Communicator::create(std::unique_ptr<Bootstrap> bootstrap,
   }
   TopologyInfo topo;
   int cores = query_topology(&topo) == kOk ? topo.cores : 0;
+  // A rank bound to fewer CPUs (srun, mpirun --bind-to) shares them.
+  if (int allowed = allowed_cpu_count(); allowed > 0 && cores > 0) cores = std::min(cores, allowed);
   comm->engine_->set_spin(static_cast<int>(comm->layout_.local.size()), cores);
   int local_rank = comm->layout_.local_rank;
   comm->engine_->set_thread_init([local_rank] { bind_progress_thread(local_rank); });
@@ -269,7 +271,7 @@ Status Communicator::allreduce(const void *send, void *recv, size_t count, quoru
     if (k.shm) {
       next_sequence();
       return shm_allreduce_inline(shm_.get(), transport_.get(), a, *engine_, k.timeout_ms,
-                                  k.nap_us);
+                                  k.spin_ns, k.nap_us);
     }
   }
   RequestPtr req;
@@ -283,6 +285,7 @@ const Communicator::FastPathKnobs &Communicator::fast_path_knobs() {
     fast_.shm = allreduce_uses_shm();
     fast_.timeout_ms = knob_timeout_ms.get();
     fast_.nap_us = std::max<int64_t>(1, knob_memory_nap_us.get());
+    fast_.spin_ns = engine_->spin_ns();
     fast_.generation = generation;
   }
   return fast_;

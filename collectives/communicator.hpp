@@ -104,6 +104,7 @@ class Communicator {
     bool shm = false;
     int64_t timeout_ms = 0;
     int64_t nap_us = 1;
+    uint64_t spin_ns = 0;
   };
   const FastPathKnobs &fast_path_knobs();
   FastPathKnobs fast_;

@@ -1,6 +1,8 @@
 // topology.cpp: hwloc queries, host identities and thread binding.
 #include "runtime/topology.hpp"
 
+#include <sched.h>
+
 #include <hwloc.h>
 #include <unistd.h>
 
@@ -119,6 +121,13 @@ HostLayout host_layout(const std::vector<HostIdentity> &ids, int rank) {
     layout.leaders.push_back(r);
   }
   return layout;
+}
+
+int allowed_cpu_count() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof(set), &set) != 0) return 0;
+  return CPU_COUNT(&set);
 }
 
 Status bind_thread_to_cores(const std::vector<int> &cores) {

@@ -22,6 +22,10 @@ struct TopologyInfo {
 // Counts from hwloc (loaded once per process).
 Status query_topology(TopologyInfo *info);
 
+// How many CPUs this process may run on (its affinity mask; a launcher such
+// as srun may bind it to fewer than the machine has). 0 when unknown.
+int allowed_cpu_count();
+
 // Fixed-size and trivially copyable, so it can be allgathered as bytes.
 struct HostIdentity {
   uint64_t hash = 0;       // of hostname + kernel boot id, or of QUORUM_HOST_ID

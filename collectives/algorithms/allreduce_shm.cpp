@@ -264,7 +264,7 @@ class ShmAllreduceTask : public Task {
 }  // namespace
 
 Status shm_allreduce_inline(ShmChannel *ch, Transport *t, const CollArgs &a, ProgressEngine &engine,
-                            int64_t timeout_ms, int64_t nap_us) {
+                            int64_t timeout_ms, uint64_t spin_ns, int64_t nap_us) {
   ShmAllreduceTask task(ch, t, a);
   Status status = kOk;
   // Clocks are read only after polls that moved nothing (in a VM a clock read
@@ -292,7 +292,7 @@ Status shm_allreduce_inline(ShmChannel *ch, Transport *t, const CollArgs &a, Pro
                   "allreduce (shm, count {}) on rank {} timed out after {} ms: {}", a.count,
                   ch->rank(), timeout_ms, task.describe());
     }
-    if (now - stalled_since > 100000)
+    if (now - stalled_since > spin_ns)
       std::this_thread::sleep_for(std::chrono::microseconds(nap_us));
   }
 }

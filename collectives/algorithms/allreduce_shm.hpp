@@ -37,10 +37,11 @@ class ShmChannel;
 
 // A blocking allreduce through the channel, run by the calling thread without
 // a schedule (the small-message fast path); polls `engine` now and then,
-// naps nap_us between polls once the protocol has stalled for 100 us, and
-// gives up with QUORUM_ERR_TIMEOUT after timeout_ms (<= 0: never).
+// naps nap_us between polls once the protocol has stalled for spin_ns (the
+// engine's choice: short when ranks share cores), and gives up with
+// QUORUM_ERR_TIMEOUT after timeout_ms (<= 0: never).
 Status shm_allreduce_inline(ShmChannel *ch, Transport *t, const CollArgs &a, ProgressEngine &engine,
-                            int64_t timeout_ms, int64_t nap_us);
+                            int64_t timeout_ms, uint64_t spin_ns, int64_t nap_us);
 
 class ShmChannel {
  public:

@@ -101,6 +101,8 @@ class ProgressEngine {
   // How long waiters poll before sleeping (QUORUM_SPIN_US; auto from the
   // number of ranks on this host and its cores).
   void set_spin(int local_ranks, int cores);
+  // How long a waiter polls before it sleeps (set_spin's choice).
+  uint64_t spin_ns() const { return spin_ns_; }
   // Waits until the request completes or its deadline passes.
   Status wait(const RequestPtr &request);
   // One non-blocking pass; *done tells whether the request completed.

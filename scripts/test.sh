@@ -25,7 +25,7 @@ ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
   LSAN_OPTIONS=suppressions=$PWD/tests/sanitizers/lsan.supp:print_suppressions=0 \
   UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
   meson test -C build-asan --num-processes 2 --print-errorlogs --timeout-multiplier 3 \
-  --no-suite gpu --no-suite slow
+  --no-suite gpu --no-suite slow --no-suite slurm
 
 echo "== build (thread sanitizer: the threaded tests only)"
 QUORUM_CONFIGURE_ONLY=1 scripts/build.sh build-tsan -Db_sanitize=thread -Db_lundef=false \

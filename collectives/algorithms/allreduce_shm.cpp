@@ -103,6 +103,7 @@ class ShmAllreduceTask : public Task {
     nchunks_ = (count_ + chunk_elems_ - 1) / chunk_elems_;
     base_ = ch->reserve(nchunks_);
     replicated_ = ch->size() == 2 || std::min(count_, chunk_elems_) * es_ <= ch->replicated_bytes();
+    inline_payload_ = replicated_ && count_ * es_ <= ShmChannel::kInlinePayload;
     // Small messages (the latency path) keep their chunk stages inline.
     if (nchunks_ > sizeof(stage_inline_)) {
       stage_heap_.reset(new uint8_t[nchunks_]);
@@ -187,7 +188,8 @@ class ShmAllreduceTask : public Task {
           !all_reached(&ShmChannel::done, s, tag - static_cast<uint64_t>(slots))) {
         return false;
       }
-      std::memcpy(ch_->input(me, s), send_ + off * es_, n * es_);
+      std::memcpy(inline_payload_ ? ch_->posted_payload(me, s) : ch_->input(me, s),
+                  send_ + off * es_, n * es_);
       ch_->posted(me, s).store(tag, std::memory_order_release);
       stage_[c] = kPosted;
       moved = true;
@@ -233,7 +235,8 @@ class ShmAllreduceTask : public Task {
     const int me = ch_->rank(), p = ch_->size();
     const size_t bytes = off * es_;
     auto src = [&](int q) -> const uint8_t * {
-      return q == me && send_ != recv_ ? send_ + bytes : ch_->input(q, s);
+      if (q == me && send_ != recv_) return send_ + bytes;
+      return inline_payload_ ? ch_->posted_payload(q, s) : ch_->input(q, s);
     };
     uint8_t *out = recv_ + bytes;
     reduce_out(out, src(0), src(1), n, dtype_, op_);
@@ -254,6 +257,7 @@ class ShmAllreduceTask : public Task {
   uint64_t base_ = 0;
   size_t first_ = 0;  // the first chunk not done
   bool replicated_ = false;
+  bool inline_payload_ = false;  // one chunk that fits beside its posted flag
   bool moved_ = false;
   uint8_t stage_inline_[16];
   std::unique_ptr<uint8_t[]> stage_heap_;

@@ -14,6 +14,14 @@
 
 namespace quorum {
 
+namespace {
+// Whether either buffer is CUDA device memory (never without a CUDA runtime).
+bool any_device_buffer(const void *a, const void *b) {
+  return cuda_available() &&
+         (buffer_kind(a) == BufferKind::Device || buffer_kind(b) == BufferKind::Device);
+}
+}  // namespace
+
 Knob<bool> knob_signature_check("QUORUM_SIGNATURE_CHECK", QUORUM_SIGNATURE_CHECK_DEFAULT != 0,
                                 "Check before each collective that every rank called the same "
                                 "collective with the same count, dtype, op and root (one extra "
@@ -128,8 +136,7 @@ Status Communicator::run_local(const CollArgs &a) {
       return kOk;
   }
   if (bytes == 0 || a.send == a.recv) return kOk;
-  if (cuda_available() &&
-      (buffer_kind(a.send) == BufferKind::Device || buffer_kind(a.recv) == BufferKind::Device)) {
+  if (any_device_buffer(a.send, a.recv)) {
     return device_copy(a.recv, a.send, bytes);
   }
   std::memmove(a.recv, a.send, bytes);
@@ -151,9 +158,8 @@ Status Communicator::start(const CollArgs &args_in, RequestPtr *req, bool blocki
   uint64_t seq = next_sequence();
   const AlgorithmInfo *algo = nullptr;
   // Shared memory only for host buffers (device buffers go through the transport).
-  bool shm_ready = shm_ && args.kind == CollKind::Allreduce &&
-                   !(cuda_available() && (buffer_kind(args.send) == BufferKind::Device ||
-                                          buffer_kind(args.recv) == BufferKind::Device));
+  bool shm_ready =
+      shm_ && args.kind == CollKind::Allreduce && !any_device_buffer(args.send, args.recv);
   QUORUM_CHECK(select_algorithm(args, size_, &algo, shm_ready));
   std::string what = fmt::format("{} #{} ({}, count {}, {}, {})", coll_kind_name(args.kind), seq,
                                  algo->name, args.count, dtype_name(args.dtype), op_name(args.op));
@@ -264,9 +270,7 @@ Status Communicator::allreduce(const void *send, void *recv, size_t count, quoru
   // Fast path: every rank on this host, host buffers, shm selected. The
   // calling thread runs the shared-memory protocol itself, without building a
   // schedule (the same decision on every rank: the same inputs).
-  if (shm_ && size_ > 1 && !finalized_ && !signature_check_ &&
-      !(cuda_available() &&
-        (buffer_kind(send) == BufferKind::Device || buffer_kind(recv) == BufferKind::Device))) {
+  if (shm_ && size_ > 1 && !finalized_ && !signature_check_ && !any_device_buffer(send, recv)) {
     const FastPathKnobs &k = fast_path_knobs();
     if (k.shm) {
       next_sequence();

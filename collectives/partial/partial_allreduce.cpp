@@ -24,9 +24,12 @@ using partial::tree_children;
 namespace {
 
 // Header layout (int64, reduced with SUM): round id (low 32 bits), count of
-// ranks that joined as synchronous, count that joined as flush, then the fresh
-// bitmap and the activator bitmap (32 ranks per word, so sums never overflow).
-constexpr size_t kHdrRound = 0, kHdrSync = 1, kHdrFlush = 2, kHdrBitmaps = 3;
+// ranks that joined as synchronous, count that joined as flush, the late posts
+// carried into the round and their summed lateness (over all ranks), then the
+// fresh bitmap and the activator bitmap (32 ranks per word, so sums never
+// overflow).
+constexpr size_t kHdrRound = 0, kHdrSync = 1, kHdrFlush = 2, kHdrCarried = 3, kHdrStaleness = 4,
+                 kHdrBitmaps = 5;
 
 // A task that runs a condition under the engine mutex (waits on partial state).
 class ConditionTask : public Task {
@@ -414,6 +417,8 @@ Status PartialAllreduce::join(uint64_t round, bool self_activated, bool synchron
   r->header[kHdrRound] = static_cast<int64_t>(round & 0xffffffffu);
   r->header[kHdrSync] = synchronous ? 1 : 0;
   r->header[kHdrFlush] = flush ? 1 : 0;
+  r->header[kHdrCarried] = r->info.own_carried;
+  r->header[kHdrStaleness] = static_cast<int64_t>(r->info.own_staleness);
   const size_t word = static_cast<size_t>(rank_) / 32;
   const int64_t bit = int64_t{1} << (rank_ % 32);
   if (r->own_fresh) r->header[kHdrBitmaps + word] |= bit;
@@ -487,6 +492,8 @@ bool PartialAllreduce::progress_rounds() {
     PartialRoundInfo &info = r.info;
     info.synchronous = h[kHdrSync] == p;
     info.flush = h[kHdrFlush] == p;
+    info.carried = h[kHdrCarried];
+    info.staleness = static_cast<uint64_t>(h[kHdrStaleness]);
     info.complete_ns = now_ns();
     info.fresh = 0;
     info.initiator = -1;

@@ -24,7 +24,7 @@
 // - Wire cost per round: activations: (number of activators) x (P-1) messages
 //   of 16 B (none in synchronous rounds); data: the ordinary allreduce picked
 //   by size (recursive doubling / ring, see algorithms/); header: recursive
-//   doubling over 3 + 2*ceil(P/32) int64 (log2 P steps).
+//   doubling over 5 + 2*ceil(P/32) int64 (log2 P steps).
 // - Snapshot. Joining takes the accumulator as the round's input and puts a
 //   cleared buffer (the op's identity) in its place, under the engine mutex that
 //   post also holds: a post lands wholly in one round.
@@ -33,7 +33,8 @@
 //   joins, so every contribution is in exactly one round's sum. Drop: it is
 //   discarded and counted (dropped()).
 // - Each round reduces a small int64 header with its data: the round id (a
-//   cross-check), how many ranks joined it as synchronous, a bitmap of ranks
+//   cross-check), how many ranks joined it as synchronous, how many late posts
+//   (all ranks) it carries and their summed lateness, a bitmap of ranks
 //   whose post for this round made it in (fresh) and a bitmap of the ranks that
 //   activated it (initiator = lowest such rank; -1 for a synchronous round).
 // - Staleness: every (A+1)-th round (A = max_staleness) is synchronous: a rank
@@ -104,6 +105,8 @@ struct PartialRoundInfo {
   uint64_t complete_ns = 0;    // data phase done on this rank
   int own_carried = 0;         // this rank's late posts that ride in this round (carry)
   uint64_t own_staleness = 0;  // their summed lateness, in rounds
+  int64_t carried = 0;         // late posts of all ranks that ride in this round
+  uint64_t staleness = 0;      // their summed lateness, in rounds (same on every rank)
   std::vector<int> fresh_ranks;
 };
 

@@ -85,6 +85,8 @@ quorum_status_t quorum_partial_last_round_stats(quorum_partial_t partial,
   stats->complete_ns = ri.complete_ns;
   stats->own_carried = ri.own_carried;
   stats->own_staleness = ri.own_staleness;
+  stats->carried = ri.carried;
+  stats->staleness = ri.staleness;
   return QUORUM_OK;
 }
 

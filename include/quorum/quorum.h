@@ -89,8 +89,7 @@ quorum_status_t quorum_barrier(quorum_comm_t comm);
 quorum_status_t quorum_allgather(quorum_comm_t comm, const void *send, void *recv,
                                  size_t bytes_per_rank);
 quorum_status_t quorum_reduce_scatter(quorum_comm_t comm, const void *send, void *recv,
-                                      size_t count_per_rank, quorum_dtype_t dtype,
-                                      quorum_op_t op);
+                                      size_t count_per_rank, quorum_dtype_t dtype, quorum_op_t op);
 
 /* Partial collectives (solo and majority allreduce, after eager-SGD). */
 typedef enum { QUORUM_PARTIAL_SOLO, QUORUM_PARTIAL_MAJORITY } quorum_partial_mode_t;
@@ -126,6 +125,9 @@ typedef struct {
   unsigned long long complete_ns;   /* the round's data phase completed on this rank */
   int own_carried;                  /* this rank's late posts that ride in this round (carry) */
   unsigned long long own_staleness; /* their summed lateness, in rounds */
+  long long carried;                /* late posts of all ranks that ride in this round */
+  unsigned long long staleness;     /* their summed lateness, in rounds; carried and
+                                       staleness are the same on every rank */
 } quorum_round_stats_t;
 quorum_status_t quorum_partial_last_round_stats(quorum_partial_t partial,
                                                 quorum_round_stats_t *stats);

@@ -85,7 +85,8 @@ TEST(PartialCApi, SoloRoundsFlushAndInfo) {
 }
 
 // A post that misses its round rides in the next one; the round stats say so
-// (own_carried, staleness in rounds) and carry timestamps in order.
+// (own_carried, staleness in rounds; the round's totals on every rank) and carry
+// timestamps in order.
 TEST(PartialCApi, RoundStatsReportCarriedPosts) {
   run_c_ranks(2, [](quorum_comm_t comm) {
     const int r = quorum_comm_rank(comm);
@@ -103,6 +104,7 @@ TEST(PartialCApi, RoundStatsReportCarriedPosts) {
       ASSERT_EQ(quorum_partial_wait(pa, out, &info), QUORUM_OK) << quorum_last_error();
       ASSERT_EQ(quorum_partial_last_round_stats(pa, &st), QUORUM_OK);
       EXPECT_EQ(st.own_carried, 0);
+      EXPECT_EQ(st.carried, 0);
       EXPECT_GT(st.post_ns, 0u);
       EXPECT_GE(st.join_ns, st.post_ns);
       EXPECT_GE(st.complete_ns, st.join_ns);
@@ -125,6 +127,8 @@ TEST(PartialCApi, RoundStatsReportCarriedPosts) {
     ASSERT_EQ(quorum_partial_last_round_stats(pa, &st), QUORUM_OK);
     EXPECT_EQ(st.own_carried, r == 1 ? 1 : 0);
     EXPECT_EQ(st.own_staleness, r == 1 ? 1u : 0u);
+    EXPECT_EQ(st.carried, 1);  // the round's totals, the same on both ranks
+    EXPECT_EQ(st.staleness, 1u);
     ASSERT_EQ(quorum_partial_flush(pa, out), QUORUM_OK) << quorum_last_error();
     EXPECT_EQ(quorum_partial_destroy(pa), QUORUM_OK) << quorum_last_error();
   });

@@ -67,6 +67,7 @@ class ConsoleObserver : public qt::TrainObserver {
       *log_ << json{{"event", "start"},        {"model", c.model},
                     {"parameters", params},    {"batch", c.batch},
                     {"epochs", c.epochs},      {"lr", c.lr},
+                    {"lr_decay", c.lr_decay},  {"warmup_epochs", c.warmup_epochs},
                     {"momentum", c.momentum},  {"weight_decay", c.weight_decay},
                     {"seed", c.seed},          {"steps_per_epoch", steps_per_epoch},
                     {"start_step", start_step}}
@@ -227,6 +228,11 @@ int main(int argc, char **argv) {
   app.add_option("--warmup-epochs", cfg.warmup_epochs, "linear warmup to the scaled rate")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
+  app.add_option(
+         "--lr-decay", cfg.lr_decay,
+         "after the warmup: none (constant rate) or cosine (down to 0 at the last epoch's end)")
+      ->check(CLI::IsMember({"none", "cosine"}))
+      ->capture_default_str();
   app.add_option("--momentum", cfg.momentum, "SGD momentum")
       ->check(CLI::Range(0.0, 1.0))
       ->capture_default_str();
@@ -256,6 +262,7 @@ int main(int argc, char **argv) {
   app.add_option("--resume", cfg.resume_path, "continue from this checkpoint");
   unsigned max_staleness = 32;
   bool drop_late = false;
+  double sync_epochs = 0;
   app.add_option("--reduce", reduce_mode,
                  "gradient reduction across ranks: sync (allreduce), solo or majority (partial "
                  "allreduce, eager-SGD); default sync when launched on several ranks")
@@ -265,6 +272,11 @@ int main(int argc, char **argv) {
                  "ms), slow:R:D (rank R sleeps D ms every step), exp:M (exponential, mean M ms)");
   app.add_option("--max-staleness", max_staleness,
                  "solo/majority: a synchronous round every N+1 rounds (0: always synchronous)")
+      ->capture_default_str();
+  app.add_option("--sync-epochs", sync_epochs,
+                 "solo/majority: reduce synchronously for the first E epochs (stale gradients "
+                 "hurt most early; e.g. the warmup)")
+      ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   app.add_flag("--drop-late", drop_late,
                "solo/majority: drop gradients that miss their round (the reference's "
@@ -286,6 +298,7 @@ int main(int argc, char **argv) {
     ro.mode = reduce_mode.empty() ? "sync" : reduce_mode;
     ro.max_staleness = max_staleness;
     ro.carry = !drop_late;
+    ro.sync_epochs = sync_epochs;
     ro.seed = cfg.seed;
     if (qt::ImbalanceModel::parse(imbalance, cfg.seed, &ro.imbalance) != quorum::kOk ||
         qt::CollectiveReducer::create(comm, ro, nullptr, &dist) != quorum::kOk) {

@@ -46,6 +46,9 @@ class GradientReducer {
                                   ReduceInfo *info) = 0;
   // A short name for logs ("local", "sync", "solo", "majority").
   virtual const char *name() const = 0;
+  // Called once before the first step with the run's steps per epoch (for
+  // options given in epochs). The default ignores it.
+  virtual void set_steps_per_epoch(int64_t /*steps*/) {}
 };
 
 // One process, nothing to reduce.

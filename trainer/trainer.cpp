@@ -103,10 +103,17 @@ Status train(const TrainConfig &cfg, Backend *backend, const DataSplit &data,
     ~Free() { b->free(p); }
   } free_velocity{backend, velocity};
 
+  reducer->set_steps_per_epoch(steps_per_epoch);
   int64_t total_steps = steps_per_epoch * cfg.epochs;
   if (cfg.max_steps >= 0) total_steps = std::min(total_steps, cfg.max_steps);
-  LrSchedule schedule{cfg.lr, cfg.lr_reference_batch, cfg.batch * world,
-                      int64_t(std::llround(cfg.warmup_epochs * double(steps_per_epoch)))};
+  // The decay spans the planned epochs, not --max-steps: a run stopped early and
+  // resumed follows the same rates as an uninterrupted one.
+  LrSchedule schedule{cfg.lr,
+                      cfg.lr_reference_batch,
+                      cfg.batch * world,
+                      int64_t(std::llround(cfg.warmup_epochs * double(steps_per_epoch))),
+                      cfg.lr_decay == "cosine",
+                      steps_per_epoch * cfg.epochs};
 
   // Initial state: fresh or from a checkpoint.
   TrainingState st;

@@ -23,6 +23,7 @@ struct TrainConfig {
   double lr = 0.02;             // at lr_reference_batch examples
   int lr_reference_batch = 64;  // linear scaling: lr x global batch / this
   double warmup_epochs = 0.0;
+  std::string lr_decay = "none";  // none | cosine (to 0 at the last planned step)
   double momentum = 0.9;
   double weight_decay = 0.0;
   uint64_t seed = 1;

@@ -32,18 +32,29 @@ expect_error "cifar without dir" "data directory" --data cifar10 --model cifar-c
 expect_error "unknown reduction" "--reduce" --reduce fastest --data synthetic
 expect_error "malformed imbalance" "--imbalance '1:100ms'" --imbalance 1:100ms --data synthetic
 expect_error "imbalance without delay" "paper takes D" --imbalance paper --data synthetic
+expect_error "unknown lr decay" "--lr-decay" --lr-decay linear --data synthetic
+expect_error "negative sync epochs" "--sync-epochs" --sync-epochs -1 --data synthetic
 expect_error "cuda backend" "cuda" --backend cuda --data synthetic
 expect_error "missing checkpoint" "$tmp/nope" --data synthetic --resume "$tmp/nope"
 
 "$bin" --help >"$tmp/help" 2>&1 || fail "--help exit status"
 grep -q -- "--checkpoint" "$tmp/help" || fail "--help does not list --checkpoint"
 
-common=(--data synthetic --batch 32 --epochs 2 --lr 0.02 --seed 3 --log-every 5)
+# Cosine decay after a warmup: the rate depends on the step only, so the resumed
+# run below must still end bit for bit where the uninterrupted one does.
+common=(--data synthetic --batch 32 --epochs 2 --lr 0.02 --seed 3 --log-every 5
+  --warmup-epochs 0.5 --lr-decay cosine)
 "$bin" "${common[@]}" --log "$tmp/log.jsonl" >"$tmp/whole" 2>&1 || fail "synthetic run: $(cat "$tmp/whole")"
 grep -q '"event":"epoch"' "$tmp/log.jsonl" || fail "no epoch record in the JSON log"
 grep -q '"event":"step"' "$tmp/log.jsonl" || fail "no step record in the JSON log"
 grep -q 'test loss' "$tmp/whole" || fail "no epoch report: $(cat "$tmp/whole")"
 grep -q 'forward' "$tmp/whole" || fail "no time split in the epoch report"
+python3 - "$tmp/log.jsonl" <<'PY' || fail "learning rates in the log do not fall towards 0"
+import json, sys
+lr = [r["lr"] for r in map(json.loads, open(sys.argv[1])) if r.get("event") == "step"]
+top = lr.index(max(lr))
+sys.exit(0 if lr[-1] < 0.1 * lr[top] and all(a >= b for a, b in zip(lr[top:], lr[top + 1:])) else 1)
+PY
 
 "$bin" "${common[@]}" --max-steps 70 --checkpoint "$tmp/ckpt" >"$tmp/part" 2>&1 || fail "partial run: $(cat "$tmp/part")"
 [ -f "$tmp/ckpt" ] || fail "no checkpoint written"

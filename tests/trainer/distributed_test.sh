@@ -4,6 +4,7 @@
 #     tolerance) as 1 rank at batch 32: same examples per step, averaged gradient.
 #  2. sync, solo and majority with injected imbalance keep replicas bitwise
 #     identical every epoch (quorum-train compares checksums; exit 3 if not).
+#  3. --sync-epochs makes a partial run synchronous through its first epochs.
 set -u
 run=$1
 train=$2
@@ -17,7 +18,7 @@ param_sum() { grep -o 'params crc32 [0-9a-f]* sum [-0-9.e]*' "$1" | tail -1 | aw
 
 # The ref backend (the oracle): the cpu backend's convolution algorithms depend
 # on the batch size, which changes float rounding.
-eq=(--backend ref --max-steps 6)
+eq=(--backend ref --max-steps 6 --lr-decay cosine)
 "$train" "${common[@]}" "${eq[@]}" --batch 32 >"$tmp/one" 2>&1 || fail "1 rank: $(tail -3 "$tmp/one")"
 "$run" -n 2 --timeout 300 -- "$train" "${common[@]}" "${eq[@]}" --batch 16 --reduce sync >"$tmp/two" 2>&1 ||
   fail "2 ranks sync: $(tail -5 "$tmp/two")"
@@ -41,5 +42,13 @@ for mode in sync solo majority; do
     grep "summary" "$tmp/$mode$np"
   done
 done
+# --sync-epochs: the partial run reduces synchronously through its first epoch
+# (every rank fresh, nothing carried), replicas still agree.
+"$run" -n 3 --timeout 300 -- "$train" "${common[@]}" --batch 16 --reduce solo --sync-epochs 1 \
+  --imbalance paper:3:1 >"$tmp/sync_start" 2>&1 || fail "solo --sync-epochs 1: $(tail -5 "$tmp/sync_start")"
+grep -q "replicas=agree" "$tmp/sync_start" || fail "solo --sync-epochs 1: no replicas=agree"
+grep "epoch 1:" "$tmp/sync_start" | grep -q "fresh 3.00 carried 0 (0.00 steps late)" ||
+  fail "solo --sync-epochs 1: epoch 1 was not synchronous: $(grep 'epoch 1:' "$tmp/sync_start")"
+
 [ $failures -eq 0 ] && echo "all distributed checks passed"
 exit $((failures > 0))

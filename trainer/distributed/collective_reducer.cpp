@@ -42,6 +42,12 @@ CollectiveReducer::~CollectiveReducer() {
   if (partial_) quorum_partial_destroy(partial_);
 }
 
+void CollectiveReducer::set_steps_per_epoch(int64_t steps) {
+  sync_steps_ = options_.mode == "sync"
+                    ? 0
+                    : static_cast<int64_t>(std::llround(options_.sync_epochs * double(steps)));
+}
+
 Status CollectiveReducer::broadcast_parameters(float *params, size_t count, MemoryKind) {
   quorum_status_t s = quorum_bcast(comm_, params, count * sizeof(float), 0);
   return s == QUORUM_OK ? kOk : api_error(s, "broadcast of the initial parameters");
@@ -77,7 +83,7 @@ Status CollectiveReducer::reduce_gradients(float *grads, size_t count, MemoryKin
     local.injected_seconds = seconds_since(t);
   }
   uint64_t start = now_ns();
-  if (options_.mode == "sync") {
+  if (options_.mode == "sync" || step < sync_steps_) {
     quorum_status_t s =
         quorum_allreduce(comm_, QUORUM_IN_PLACE, grads, count, QUORUM_FLOAT32, QUORUM_AVG);
     if (s != QUORUM_OK) return api_error(s, "gradient allreduce");

@@ -8,6 +8,9 @@
 // the synchronous one. Each rank's k-th step applies round k's result, the same
 // on every rank, so replicas stay bitwise identical (check_replicas verifies).
 // Injected imbalance (imbalance.hpp) sleeps before the rank's contribution.
+// sync_epochs: the partial modes reduce synchronously (allreduce) for their
+// first epochs: stale gradients hurt most while the loss still falls fast (at 4
+// ranks, majority with carry diverged in some runs without it, see README).
 #pragma once
 
 #include <memory>
@@ -26,6 +29,7 @@ struct ReducerOptions {
   unsigned max_staleness = 32;  // partial: a synchronous round every max_staleness+1
   bool carry = true;            // partial: late gradients ride in a later round
   uint64_t seed = 1;            // majority initiators and imbalance draws
+  double sync_epochs = 0;       // partial: plain allreduce for the first epochs
   ImbalanceModel imbalance;
 };
 
@@ -42,6 +46,7 @@ class CollectiveReducer : public GradientReducer {
   Status reduce_gradients(float *grads, size_t count, MemoryKind memory, int64_t step,
                           ReduceInfo *info) override;
   const char *name() const override { return options_.mode.c_str(); }
+  void set_steps_per_epoch(int64_t steps) override;
   // The backend that owns device gradients (copies for the partial modes).
   void set_backend(Backend *backend) { backend_ = backend; }
 
@@ -64,6 +69,7 @@ class CollectiveReducer : public GradientReducer {
   int rank_ = 0, size_ = 1;
   quorum_partial_t partial_ = nullptr;
   size_t partial_count_ = 0;
+  int64_t sync_steps_ = 0;   // steps below this reduce with allreduce (sync_epochs)
   std::vector<float> host_;  // staging of device gradients for partial modes
   std::vector<int64_t> fresh_histogram_;
 };

@@ -26,19 +26,4 @@ for mode in sync majority solo; do
     --imbalance "paper:$delay:1" --progress-every 0 | tee "$out/$mode"
 done
 
-python3 - "$out" <<'PY'
-import re, sys
-runs = {}
-for mode in ("sync", "majority", "solo"):
-    line = [l for l in open(f"{sys.argv[1]}/{mode}") if "summary" in l][-1]
-    f = dict(kv.split("=", 1) for kv in line.split("summary", 1)[1].split())
-    curve = [tuple(float(x.rstrip("s%")) for x in p.split(":")) for p in f["curve"].split(",")]
-    runs[mode] = (float(f["train_seconds"]), float(f["test_accuracy"]), curve, f["replicas"])
-sync_t, sync_acc, _, _ = runs["sync"]
-print()
-print(f"{'reduction':>10} {'train s':>9} {'test acc %':>11} {'speedup':>8} {'s to sync acc':>14} {'replicas':>9}")
-for mode, (t, acc, curve, rep) in runs.items():
-    reach = next((s for s, a in curve if a >= sync_acc - 0.5), None)
-    reach_s = f"{reach:.2f}" if reach is not None else "not reached"
-    print(f"{mode:>10} {t:9.2f} {acc:11.2f} {sync_t / t:8.2f} {reach_s:>14} {rep:>9}")
-PY
+python3 scripts/compare_runs.py "$out" sync majority solo

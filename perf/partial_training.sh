@@ -1,0 +1,52 @@
+#!/bin/bash
+# partial_training.sh: time-to-accuracy of data-parallel fm-s training on
+# Fashion-MNIST with sync, majority and solo gradient reduction, one run each,
+# one after the other, under eager-SGD's load imbalance (per step K ranks drawn
+# from a shared seed sleep D ms). Prints each run's training time and final
+# accuracy, and when it reached the sync run's final accuracy less 0.5 points.
+#
+# Usage: perf/partial_training.sh [--build DIR] [--ranks N] [--epochs N]
+#          [--train-limit N] [--delay MS] [--drawn K|K1-K2] [--seed N]
+#          [--runs "sync majority solo"] [-- extra quorum-train arguments]
+# A run is sync, majority or solo, with ":drop" for --drop-late (e.g.
+# majority:drop). Recipe for all: cosine decay after a half-epoch warmup; the
+# partial runs reduce synchronously during that warmup (--sync-epochs 0.5).
+set -eu
+build=build ranks=4 epochs=3 limit=0 delay=20 drawn=1-2 seed=1
+runs="sync majority majority:drop solo:drop"
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --build) build="$2"; shift 2 ;;
+    --ranks) ranks="$2"; shift 2 ;;
+    --epochs) epochs="$2"; shift 2 ;;
+    --train-limit) limit="$2"; shift 2 ;;
+    --delay) delay="$2"; shift 2 ;;
+    --drawn) drawn="$2"; shift 2 ;;
+    --seed) seed="$2"; shift 2 ;;
+    --runs) runs="$2"; shift 2 ;;
+    --) shift; break ;;
+    -h|--help) sed -n '2,14p' "$0"; exit 0 ;;
+    *) echo "unknown argument $1" >&2; exit 2 ;;
+  esac
+done
+cd "$(dirname "$0")/.."
+export UCX_NET_DEVICES=${UCX_NET_DEVICES:-lo}
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
+
+labels=()
+for run in $runs; do
+  mode=${run%%:*}
+  args=(--reduce "$mode")
+  [ "$mode" != sync ] && args+=(--sync-epochs 0.5)
+  [ "$run" != "${run%:drop}" ] && args+=(--drop-late)
+  label=${run/:/-}
+  labels+=("$label")
+  echo "== $run: $ranks ranks, imbalance paper:$delay:$drawn, $epochs epochs" >&2
+  "$build/tools/quorum-run" -n "$ranks" -- "$build/tools/quorum-train" --data fashion-mnist \
+    --model fm-s --batch 64 --epochs "$epochs" --train-limit "$limit" --seed "$seed" \
+    --lr-decay cosine --warmup-epochs 0.5 --imbalance "paper:$delay:$drawn" \
+    --progress-every 0 "${args[@]}" "$@" > "$out/$label"
+  grep -E "epoch [0-9]+:|summary" "$out/$label" | sed 's/^\[0\] //' | cut -c1-160 >&2
+done
+python3 scripts/compare_runs.py "$out" "${labels[@]}"

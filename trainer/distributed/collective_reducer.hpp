@@ -10,7 +10,7 @@
 // Injected imbalance (imbalance.hpp) sleeps before the rank's contribution.
 // sync_epochs: the partial modes reduce synchronously (allreduce) for their
 // first epochs: stale gradients hurt most while the loss still falls fast (at 4
-// ranks, majority with carry diverged in some runs without it, see README).
+// ranks, majority with carry diverged in some runs without it; trainer/README.md).
 #pragma once
 
 #include <memory>

@@ -78,6 +78,8 @@ Status ShmChannel::create(const ShmGroup &group, std::unique_ptr<ShmChannel> *ou
   ch->size_ = p;
   ch->slots_ = kSlots;
   ch->chunk_bytes_ = chunk;
+  ch->peer_done_.reset(new std::atomic<uint64_t>[static_cast<size_t>(p)]);
+  for (int q = 0; q < p; ++q) ch->peer_done_[static_cast<size_t>(q)].store(0);
   ch->replicated_bytes_ =
       static_cast<size_t>(std::max<int64_t>(0, knob_shm_replicated_bytes.get()));
   QLOG_INFO("shm", "shared-memory segment of {} B ({} ranks, chunk {} B)", ch->segment_->size(), p,
@@ -122,7 +124,9 @@ class ShmAllreduceTask : public Task {
     for (;;) {
       bool advanced = false;
       for (size_t c = first_; c < std::min(nchunks_, first_ + window); ++c) advanced |= step(c);
+      const size_t before = first_;
       while (first_ < nchunks_ && stage_[first_] == kDone) ++first_;
+      if (first_ != before) ch_->raise_done_prefix(base_, base_ + first_);
       if (first_ == nchunks_) {
         waiting_.release();
         return TaskResult::Done;
@@ -172,6 +176,28 @@ class ShmAllreduceTask : public Task {
     return true;
   }
 
+  // Every rank posted chunk `tag` in slot s; learns their done prefixes.
+  bool all_posted(int s, uint64_t tag) {
+    for (int q = 0; q < ch_->size(); ++q) {
+      const uint64_t word = ch_->posted(q, s).load(std::memory_order_acquire);
+      if ((word & ShmChannel::kTagMask) < tag) return false;
+      if (q != ch_->rank()) ch_->learn_done_prefix(q, word);
+    }
+    return true;
+  }
+
+  // Every rank finished chunk g (its done flag for slot s shows tag g + 1): from
+  // the prefix a posted word told, else from the done flag itself. The acquire
+  // load that read that posted word orders the peer's reads of chunk g before
+  // this rank's rewrite of the slot, as the done flag's would.
+  bool all_finished(int s, uint64_t g) {
+    for (int q = 0; q < ch_->size(); ++q) {
+      if (ch_->peer_done_prefix(q) > g) continue;  // never learned of this rank itself
+      if (ch_->done(q, s).load(std::memory_order_acquire) < g + 1) return false;
+    }
+    return true;
+  }
+
   // Advances chunk c as far as the flags allow; true if it moved.
   bool step(size_t c) {
     const uint64_t g = base_ + c;
@@ -184,18 +210,18 @@ class ShmAllreduceTask : public Task {
     bool moved = false;
     if (stage_[c] == kIdle) {
       // The slot's previous chunk (g - S) must be finished on every rank.
-      if (g >= static_cast<uint64_t>(slots) &&
-          !all_reached(&ShmChannel::done, s, tag - static_cast<uint64_t>(slots))) {
+      if (g >= static_cast<uint64_t>(slots) && !all_finished(s, g - static_cast<uint64_t>(slots))) {
         return false;
       }
       std::memcpy(inline_payload_ ? ch_->posted_payload(me, s) : ch_->input(me, s),
                   send_ + off * es_, n * es_);
-      ch_->posted(me, s).store(tag, std::memory_order_release);
+      ch_->posted(me, s).store(ShmChannel::posted_word(tag, ch_->done_prefix()),
+                               std::memory_order_release);
       stage_[c] = kPosted;
       moved = true;
     }
     if (stage_[c] == kPosted) {
-      if (!all_reached(&ShmChannel::posted, s, tag)) return moved;
+      if (!all_posted(s, tag)) return moved;
       if (replicated_) {
         reduce_whole(s, off, n);
         ch_->done(me, s).store(tag, std::memory_order_release);

@@ -15,8 +15,15 @@
 // rank q, so nobody still reads what chunk g - S left there. Flags only grow,
 // so they are never cleared. `broken` is set by a rank whose shm task fails or
 // is aborted: the others then fail at once instead of waiting for a timeout.
+// The posted word also carries, in its top 16 bits, how far the rank's done
+// prefix (every chunk below it finished) lagged the chunk it posts. A peer that
+// reads the word anyway (it needs the input) thus learns that those chunks are
+// finished there and skips their done flags when it reuses their slots: a small
+// message costs one cache-line transfer per peer, not two. Chunk tags use the
+// low 48 bits of the posted word.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <memory>
@@ -60,6 +67,39 @@ class ShmChannel {
   uint64_t reserve(uint64_t n) { return next_chunk_.fetch_add(n); }
 
   std::atomic<uint64_t> &posted(int r, int s) { return flag(1 + 0 * size_ * slots_, r, s); }
+  // The posted word: tag (low 48 bits) and done-prefix lag (high 16; kLagUnknown: none).
+  static constexpr uint64_t kTagMask = (uint64_t{1} << 48) - 1;
+  static constexpr uint64_t kLagUnknown = 0xffff;
+  static uint64_t posted_word(uint64_t tag, uint64_t done_prefix) {
+    const uint64_t lag = std::min(tag - done_prefix, kLagUnknown);
+    return (tag & kTagMask) | (lag << 48);
+  }
+  // This rank's done prefix: every chunk g < it is finished here (input read,
+  // result out). Raised by the task that finishes the oldest chunks.
+  // Release/acquire: the finished chunks' reads of the segment happen before a
+  // post that publishes the prefix, even when another thread finished them.
+  uint64_t done_prefix() const { return done_prefix_.load(std::memory_order_acquire); }
+  void raise_done_prefix(uint64_t from, uint64_t to) {
+    uint64_t cur = done_prefix_.load(std::memory_order_relaxed);
+    while (cur >= from && cur < to &&
+           !done_prefix_.compare_exchange_weak(cur, to, std::memory_order_release,
+                                               std::memory_order_relaxed)) {
+    }
+  }
+  // The highest done prefix learned of rank q (from its posted words).
+  uint64_t peer_done_prefix(int q) const {
+    return peer_done_[static_cast<size_t>(q)].load(std::memory_order_acquire);
+  }
+  void learn_done_prefix(int q, uint64_t word) {
+    const uint64_t lag = word >> 48;
+    if (lag == kLagUnknown) return;
+    const uint64_t prefix = (word & kTagMask) - lag;
+    auto &known = peer_done_[static_cast<size_t>(q)];
+    uint64_t cur = known.load(std::memory_order_relaxed);
+    while (cur < prefix && !known.compare_exchange_weak(cur, prefix, std::memory_order_release,
+                                                        std::memory_order_relaxed)) {
+    }
+  }
   // The rest of posted(r, s)'s cache line: a message this small travels with
   // its flag (one cache-line transfer to each peer instead of two).
   static constexpr size_t kInlinePayload = 56;
@@ -94,6 +134,8 @@ class ShmChannel {
   size_t chunk_bytes_ = 0;
   size_t replicated_bytes_ = 0;
   std::atomic<uint64_t> next_chunk_{0};
+  std::atomic<uint64_t> done_prefix_{0};
+  std::unique_ptr<std::atomic<uint64_t>[]> peer_done_;  // per rank, local to this process
 };
 
 }  // namespace quorum

@@ -81,6 +81,36 @@ inline void NonBlockingAllreduceOverlaps(Communicator &c) {
   }
 }
 
+// Small blocking allreduces (the shm fast path, messages in the flag line)
+// while a larger non-blocking one is in flight, many times over: the shm slots
+// are reused by interleaved calls, on threads that finish chunks out of order.
+inline void SmallAndLargeInterleaved(Communicator &c) {
+  const int p = c.size();
+  const size_t n = 3000;
+  std::vector<int32_t> large(n);
+  for (int it = 0; it < 300; ++it) {
+    for (size_t i = 0; i < n; ++i) large[i] = c.rank() * 7 + it + static_cast<int>(i);
+    RequestPtr req;
+    ASSERT_EQ(c.iallreduce(QUORUM_IN_PLACE, large.data(), n, QUORUM_INT32, QUORUM_SUM, &req),
+              QUORUM_OK);
+    for (int k = 0; k < 3; ++k) {
+      const size_t m = 1 + static_cast<size_t>(it + k) % 14;  // 4..56 bytes
+      int32_t small[14], out[14];
+      for (size_t i = 0; i < m; ++i) small[i] = c.rank() + it * 3 + k + static_cast<int>(i);
+      ASSERT_EQ(c.allreduce(small, out, m, QUORUM_INT32, QUORUM_SUM), QUORUM_OK) << last_error();
+      for (size_t i = 0; i < m; ++i) {
+        ASSERT_EQ(out[i], p * (p - 1) / 2 + p * (it * 3 + k + static_cast<int>(i)))
+            << "rank " << c.rank() << " iteration " << it << " call " << k << " element " << i;
+      }
+    }
+    ASSERT_EQ(c.wait(req), QUORUM_OK) << last_error();
+    for (size_t i = 0; i < n; ++i) {
+      ASSERT_EQ(large[i], 7 * p * (p - 1) / 2 + p * (it + static_cast<int>(i)))
+          << "rank " << c.rank() << " iteration " << it << " element " << i;
+    }
+  }
+}
+
 inline void BcastFromEveryRoot(Communicator &c) {
   const int p = c.size();
   for (int root = 0; root < p; ++root) {

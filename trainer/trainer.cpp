@@ -104,7 +104,8 @@ Status train(const TrainConfig &cfg, Backend *backend, const DataSplit &data,
   } free_velocity{backend, velocity};
 
   reducer->set_steps_per_epoch(steps_per_epoch);
-  int64_t total_steps = steps_per_epoch * cfg.epochs;
+  const int64_t planned_steps = steps_per_epoch * cfg.epochs;
+  int64_t total_steps = planned_steps;
   if (cfg.max_steps >= 0) total_steps = std::min(total_steps, cfg.max_steps);
   // The decay spans the planned epochs, not --max-steps: a run stopped early and
   // resumed follows the same rates as an uninterrupted one.
@@ -113,7 +114,7 @@ Status train(const TrainConfig &cfg, Backend *backend, const DataSplit &data,
                       cfg.batch * world,
                       int64_t(std::llround(cfg.warmup_epochs * double(steps_per_epoch))),
                       cfg.lr_decay == "cosine",
-                      steps_per_epoch * cfg.epochs};
+                      planned_steps};
 
   // Initial state: fresh or from a checkpoint.
   TrainingState st;

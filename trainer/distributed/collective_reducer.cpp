@@ -43,9 +43,7 @@ CollectiveReducer::~CollectiveReducer() {
 }
 
 void CollectiveReducer::set_steps_per_epoch(int64_t steps) {
-  sync_steps_ = options_.mode == "sync"
-                    ? 0
-                    : static_cast<int64_t>(std::llround(options_.sync_epochs * double(steps)));
+  sync_steps_ = static_cast<int64_t>(std::llround(options_.sync_epochs * double(steps)));
 }
 
 Status CollectiveReducer::broadcast_parameters(float *params, size_t count, MemoryKind) {

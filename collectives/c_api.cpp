@@ -122,6 +122,16 @@ quorum_status_t quorum_bcast(quorum_comm_t comm, void *buf, size_t bytes, int ro
   return comm->comm->bcast(buf, bytes, root);
 }
 
+quorum_status_t quorum_mem_alloc(quorum_comm_t comm, size_t bytes, void **ptr) {
+  CHECK_COMM(comm);
+  return comm->comm->mem_alloc(bytes, ptr);
+}
+
+quorum_status_t quorum_mem_free(quorum_comm_t comm, void *ptr) {
+  CHECK_COMM(comm);
+  return comm->comm->mem_free(ptr);
+}
+
 quorum_status_t quorum_barrier(quorum_comm_t comm) {
   CHECK_COMM(comm);
   return comm->comm->barrier();

@@ -186,16 +186,60 @@ Status Communicator::start(const CollArgs &args_in, RequestPtr *req, bool blocki
   return kOk;
 }
 
-Status Communicator::make_shm_channel(std::unique_ptr<ShmChannel> *out) {
-  out->reset();
-  if (!shm_) return kOk;
+ShmGroup Communicator::shm_group() {
   ShmGroup group;
   group.rank = rank_;
   group.size = size_;
   group.allgather = [this](const void *mine, void *all, size_t bytes) {
     return allgather(mine, all, bytes);
   };
-  return ShmChannel::create(group, out);
+  return group;
+}
+
+Status Communicator::make_shm_channel(std::unique_ptr<ShmChannel> *out) {
+  out->reset();
+  if (!shm_) return kOk;
+  return ShmChannel::create(shm_group(), out);
+}
+
+Status Communicator::mem_alloc(size_t bytes, void **ptr) {
+  if (ptr == nullptr) return fail(QUORUM_ERR_INVALID_ARG, "api", "mem_alloc: NULL result pointer");
+  *ptr = nullptr;
+  if (bytes == 0) return fail(QUORUM_ERR_INVALID_ARG, "api", "mem_alloc: zero bytes");
+  std::vector<uint64_t> sizes(static_cast<size_t>(size_));
+  const uint64_t mine = bytes;
+  QUORUM_CHECK(allgather(&mine, sizes.data(), sizeof(mine)));
+  for (int q = 0; q < size_; ++q) {
+    if (sizes[static_cast<size_t>(q)] != mine) {
+      return fail(QUORUM_ERR_MISMATCH, "api",
+                  "mem_alloc is collective with equal sizes: rank {} asked for {} B, rank {} for "
+                  "{} B",
+                  rank_, bytes, q, sizes[static_cast<size_t>(q)]);
+    }
+  }
+  if (shm_) {
+    QUORUM_CHECK(shm_->regions().alloc(shm_group(), bytes, ptr));
+    if (*ptr != nullptr) return kOk;
+    QLOG_INFO("shm", "mem_alloc: no shared segment for {} B; plain memory (no zero-copy)", bytes);
+  }
+  AlignedBuffer buf = allocate_aligned(bytes);
+  if (!buf) return fail(QUORUM_ERR_NO_MEMORY, "api", "mem_alloc: {} B", bytes);
+  *ptr = buf.get();
+  std::lock_guard<std::mutex> lock(plain_allocs_mutex_);
+  plain_allocs_.emplace(*ptr, std::move(buf));
+  return kOk;
+}
+
+Status Communicator::mem_free(void *ptr) {
+  if (ptr == nullptr) return kOk;
+  if (shm_ && shm_->regions().release(ptr)) return kOk;
+  std::lock_guard<std::mutex> lock(plain_allocs_mutex_);
+  if (plain_allocs_.erase(ptr) == 0) {
+    return fail(QUORUM_ERR_INVALID_ARG, "api",
+                "mem_free: {} was not allocated by mem_alloc on this communicator (or freed twice)",
+                ptr);
+  }
+  return kOk;
 }
 
 Status Communicator::wait(const RequestPtr &req) {

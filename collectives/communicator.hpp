@@ -7,13 +7,16 @@
 #pragma once
 
 #include <atomic>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 
 #include "collectives/algorithms/algorithm.hpp"
 #include "collectives/algorithms/allreduce_shm.hpp"
 #include "collectives/scratch_pool.hpp"
 #include "runtime/bootstrap/bootstrap.hpp"
+#include "runtime/memory.hpp"
 #include "runtime/progress/engine.hpp"
 #include "runtime/topology.hpp"
 #include "transports/transport.hpp"
@@ -67,6 +70,18 @@ class Communicator {
   Status reduce_scatter(const void *send, void *recv, size_t count_per_rank, quorum_dtype_t dtype,
                         quorum_op_t op);
 
+  // Collective: *ptr = `bytes` (equal on every rank), zeroed. With a
+  // shared-memory channel the memory is symmetric (every rank of the host maps
+  // every rank's buffer), and allreduces whose buffers every rank allocated
+  // here skip the copies in and out; otherwise it is plain host memory.
+  Status mem_alloc(size_t bytes, void **ptr);
+  // Local; ptr must come from mem_alloc on this communicator and be in no
+  // collective in flight on any rank.
+  Status mem_free(void *ptr);
+  // Allreduces that took the zero-copy path on this rank (tests, statistics).
+  uint64_t zero_copy_allreduces() const { return shm_ ? shm_->zero_copy_ops() : 0; }
+  bool has_shm_channel() const { return shm_ != nullptr; }
+
   Status wait(const RequestPtr &req);
   Status test(const RequestPtr &req, bool *done);
 
@@ -88,6 +103,8 @@ class Communicator {
  private:
   Communicator() = default;
   Status run_local(const CollArgs &args);
+  // The ranks of this communicator as a shared-memory group (its allgather).
+  ShmGroup shm_group();
 
   int rank_ = 0;
   int size_ = 1;
@@ -97,6 +114,8 @@ class Communicator {
   ScratchPool scratch_;
   HostLayout layout_;
   std::unique_ptr<ShmChannel> shm_;  // every rank a process of this host (ucx)
+  std::mutex plain_allocs_mutex_;
+  std::map<void *, AlignedBuffer> plain_allocs_;  // mem_alloc without symmetric memory
   // The knobs the blocking allreduce's fast path reads, cached until a knob
   // changes (knob_generation): reading a knob takes a lock.
   struct FastPathKnobs {

@@ -6,12 +6,15 @@
 #   perf/allreduce_vs_mpi.sh BUILD_DIR [OUT_JSON]
 #
 # Builds nothing. Runs, ROUNDS times and alternating: quorum-bench (2 ranks under
-# quorum-run), perf/mpi_allreduce_bench (2 ranks under mpirun, shared memory),
-# perf/memcpy_bw (one thread); float32 sum, sizes MIN_BYTES..MAX_BYTES (x2).
+# quorum-run) on ordinary buffers and on buffers from quorum_mem_alloc
+# (--shared-buffers: the zero-copy path), perf/mpi_allreduce_bench (2 ranks
+# under mpirun, shared memory), perf/memcpy_bw (one thread); float32 sum, sizes
+# MIN_BYTES..MAX_BYTES (x2).
 # PER_SIZE=1 alternates the three programs for every size instead of every
 # sweep (slower: one launch per size, but drift cannot separate them).
 # Prints per size the median over rounds of quorum busbw, MPI busbw (out of
-# place), their ratio, memcpy GB/s and quorum/memcpy, and writes them as JSON
+# place), their ratio, memcpy GB/s and quorum/memcpy, the same two ratios for
+# quorum on mem_alloc buffers ("shared"), and writes them as JSON
 # to OUT_JSON (default allreduce_vs_mpi.json). Plot: perf/plot_allreduce.py.
 set -euo pipefail
 
@@ -67,6 +70,9 @@ run_round() {  # $1 = round, $2 = size or "sweep"
   "$launcher" -n "$nranks" --timeout 900 -- "$bench" allreduce -b "$b" -e "$e" -d float32 -o sum \
     --json-out "$tmp/q.$r.$2.jsonl" >"$tmp/q.$r.$2.log" 2>&1 ||
     { echo "$0: quorum-bench failed:" >&2; cat "$tmp/q.$r.$2.log" >&2; exit 1; }
+  "$launcher" -n "$nranks" --timeout 900 -- "$bench" allreduce -b "$b" -e "$e" -d float32 -o sum \
+    --shared-buffers --json-out "$tmp/s.$r.$2.jsonl" >"$tmp/s.$r.$2.log" 2>&1 ||
+    { echo "$0: quorum-bench --shared-buffers failed:" >&2; cat "$tmp/s.$r.$2.log" >&2; exit 1; }
   "${mpirun_cmd[@]}" "$mpi_bench" -b "$b" -e "$e" -J >"$tmp/m.$r.$2.jsonl" 2>"$tmp/m.$r.$2.log" ||
     { echo "$0: mpi_allreduce_bench failed:" >&2; cat "$tmp/m.$r.$2.log" >&2; exit 1; }
   "$memcpy_bw" -b "$b" -e "$e" -J >"$tmp/c.$r.$2.jsonl"
@@ -101,6 +107,8 @@ q_bus = collect("q", oop("busbw_gbs"))
 q_time = collect("q", oop("time_us"))
 q_wrong = collect("q", oop("wrong"))
 q_ip_bus = collect("q", lambda row: row["in_place"]["busbw_gbs"])
+s_bus = collect("s", oop("busbw_gbs"))
+s_wrong = collect("s", oop("wrong"))
 m_bus = collect("m", oop("busbw_gbs"))
 m_time = collect("m", oop("time_us"))
 m_wrong = collect("m", oop("wrong"))
@@ -110,6 +118,7 @@ med = lambda xs: statistics.median(xs) if xs else float("nan")
 rows = []
 for size in sorted(set(q_bus) & set(m_bus)):
     qb, mb, cb = med(q_bus[size]), med(m_bus[size]), med(c_bw.get(size, []))
+    sb = med(s_bus.get(size, []))
     rows.append({
         "size": size,
         "quorum_busbw_gbs": qb, "quorum_time_us": med(q_time[size]),
@@ -118,7 +127,10 @@ for size in sorted(set(q_bus) & set(m_bus)):
         "ratio_quorum_mpi": qb / mb if mb > 0 else None,
         "memcpy_gbs": cb,
         "ratio_quorum_memcpy": qb / cb if cb > 0 else None,
-        "quorum_wrong": sum(w or 0 for w in q_wrong[size]),
+        "shared_busbw_gbs": sb,
+        "ratio_shared_mpi": sb / mb if mb > 0 else None,
+        "ratio_shared_memcpy": sb / cb if cb > 0 else None,
+        "quorum_wrong": sum(w or 0 for w in q_wrong[size]) + sum(w or 0 for w in s_wrong.get(size, [])),
         "mpi_wrong": sum(w or 0 for w in m_wrong[size]),
         "rounds": len(q_bus[size]),
     })
@@ -126,12 +138,14 @@ for size in sorted(set(q_bus) & set(m_bus)):
 print(f"# allreduce float32 sum, {nranks} ranks, out-of-place busbw (GB/s = 1e9 B/s), "
       f"median of {rounds} rounds")
 print(f"#{'size':>11} {'quorum':>9} {'mpi':>9} {'q/mpi':>7} {'memcpy':>9} {'q/memcpy':>9}"
-      f" {'q_us':>10} {'mpi_us':>10} {'#wrong':>6}")
+      f" {'shared':>9} {'s/mpi':>7} {'s/memcpy':>9} {'q_us':>10} {'mpi_us':>10} {'#wrong':>6}")
 fmt = lambda x, p=2: "-" if x is None or x != x else f"{x:.{p}f}"
 for r in rows:
     print(f" {r['size']:>11} {fmt(r['quorum_busbw_gbs']):>9} {fmt(r['mpi_busbw_gbs']):>9}"
           f" {fmt(r['ratio_quorum_mpi']):>7} {fmt(r['memcpy_gbs']):>9}"
-          f" {fmt(r['ratio_quorum_memcpy'], 3):>9} {fmt(r['quorum_time_us']):>10}"
+          f" {fmt(r['ratio_quorum_memcpy'], 3):>9} {fmt(r['shared_busbw_gbs']):>9}"
+          f" {fmt(r['ratio_shared_mpi']):>7} {fmt(r['ratio_shared_memcpy'], 3):>9}"
+          f" {fmt(r['quorum_time_us']):>10}"
           f" {fmt(r['mpi_time_us']):>10} {r['quorum_wrong'] + r['mpi_wrong']:>6}")
 json.dump({"what": "allreduce float32 sum, out-of-place busbw, median over rounds",
            "nranks": nranks, "rounds": rounds,

@@ -34,12 +34,13 @@ def main():
     out = sys.argv[2] if len(sys.argv) > 2 else sys.argv[1].rsplit(".", 1)[0] + ".png"
     rows = data["rows"]
     sizes = [r["size"] for r in rows]
-    num = lambda key: [r[key] if r[key] is not None else float("nan") for r in rows]
+    num = lambda key: [r[key] if r.get(key) is not None else float("nan") for r in rows]
 
     fig, (top, bottom) = plt.subplots(2, 1, figsize=(9, 8), sharex=True,
                                       gridspec_kw={"height_ratios": [3, 2]})
     top.plot(sizes, num("quorum_busbw_gbs"), "o-", label="quorum (out-of-place)")
     top.plot(sizes, num("quorum_inplace_busbw_gbs"), ".:", label="quorum (in-place)")
+    top.plot(sizes, num("shared_busbw_gbs"), "D-", label="quorum, quorum_mem_alloc buffers")
     top.plot(sizes, num("mpi_busbw_gbs"), "s-", label="Open MPI MPI_Allreduce")
     top.plot(sizes, num("memcpy_gbs"), "^--", label="memcpy, one thread")
     top.set_xscale("log", base=2)
@@ -52,6 +53,7 @@ def main():
 
     bottom.plot(sizes, num("ratio_quorum_mpi"), "o-", label="quorum / MPI")
     bottom.plot(sizes, num("ratio_quorum_memcpy"), "^--", label="quorum / memcpy")
+    bottom.plot(sizes, num("ratio_shared_memcpy"), "D--", label="quorum (mem_alloc) / memcpy")
     bottom.axhline(1.0, color="gray", lw=0.8)
     bottom.set_xscale("log", base=2)
     bottom.set_yscale("log")

@@ -95,6 +95,9 @@ int run(int argc, char **argv) {
       ->capture_default_str();
   app.add_option("-r,--root", o.root, "bcast root")->capture_default_str();
   app.add_flag("--json", o.json, "print JSON lines (one per size) instead of the table");
+  app.add_flag("--shared-buffers", o.shared_buffers,
+               "allocate the buffers with quorum_mem_alloc (symmetric shared memory when every "
+               "rank is on this host: the shm allreduce then copies nothing in or out)");
   app.add_option("--json-out", o.json_out, "also write the JSON lines to this file (rank 0)");
 
   std::vector<CLI::App *> coll_subs;

@@ -55,11 +55,27 @@ class CollBench {
         n_(quorum_comm_size(comm)),
         esize_(dtype_bytes(o.dtype)) {}
   ~CollBench() {
-    std::free(send_);
-    std::free(recv_);
+    if (o_.shared_buffers) {
+      quorum_mem_free(comm_, send_);
+      quorum_mem_free(comm_, recv_);
+    } else {
+      std::free(send_);
+      std::free(recv_);
+    }
   }
 
+  // Collective with --shared-buffers (every rank calls it with the same size).
   bool allocate(size_t max_bytes) {
+    if (o_.shared_buffers) {
+      void *s = nullptr, *r = nullptr;
+      const size_t bytes = max_bytes ? max_bytes : 64;
+      bool ok = quorum_mem_alloc(comm_, bytes, &s) == QUORUM_OK;
+      ok = quorum_mem_alloc(comm_, bytes, &r) == QUORUM_OK && ok;
+      send_ = static_cast<uint8_t *>(s);
+      recv_ = static_cast<uint8_t *>(r);
+      if (!ok) fmt::print(stderr, "quorum-bench: quorum_mem_alloc: {}\n", quorum_last_error());
+      return ok;
+    }
     send_ = static_cast<uint8_t *>(alloc_touched(max_bytes));
     recv_ = static_cast<uint8_t *>(alloc_touched(max_bytes));
     return send_ && recv_;
@@ -323,14 +339,16 @@ int run_collective_bench(quorum_comm_t comm, const CollOptions &o) {
     }
     ok = false;
   }
-  if (ok && !bench.allocate(max_bytes)) {
+  // Collective with --shared-buffers: every rank allocates, even after a bad option.
+  if (!bench.allocate(max_bytes) && ok) {
     fmt::print(stderr, "quorum-bench: rank {}: cannot allocate 2 x {} bytes\n", rank, max_bytes);
     ok = false;
   }
   RunInfo info{coll_name(o.coll),
                dtype_name(o.dtype),
                op_name(o.op),
-               quorum_comm_transport(comm),
+               std::string(quorum_comm_transport(comm)) +
+                   (o.shared_buffers ? " (buffers from quorum_mem_alloc)" : ""),
                quorum_version(),
                n,
                o.root,

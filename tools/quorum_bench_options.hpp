@@ -22,12 +22,13 @@ struct CollOptions {
   size_t step_bytes = 0;  // ...or, when non-zero, by this many bytes
   quorum_dtype_t dtype = QUORUM_FLOAT32;
   quorum_op_t op = QUORUM_SUM;
-  int iters = 0;         // 0: scaled per size
-  int warmup = -1;       // -1: scaled per size
-  int check = 1;         // check passes per size and placement (0: none)
-  int root = 0;          // bcast
-  bool json = false;     // JSON lines on stdout instead of the table
-  std::string json_out;  // also write JSON lines to this file
+  int iters = 0;                // 0: scaled per size
+  int warmup = -1;              // -1: scaled per size
+  int check = 1;                // check passes per size and placement (0: none)
+  int root = 0;                 // bcast
+  bool json = false;            // JSON lines on stdout instead of the table
+  bool shared_buffers = false;  // buffers from quorum_mem_alloc (zero-copy on one host)
+  std::string json_out;         // also write JSON lines to this file
 };
 
 // Names used on the command line and in the output.

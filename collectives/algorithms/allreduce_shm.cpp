@@ -48,6 +48,11 @@ Knob<int64_t> knob_shm_replicated_bytes(
     "QUORUM_SHM_REPLICATED_BYTES", 16384,
     "shm allreduce: chunks up to this size (and all chunks on 2 ranks) are reduced whole by "
     "every rank (one flag round trip) instead of 1/P per rank");
+Knob<int64_t> knob_shm_zero_copy_bytes(
+    "QUORUM_SHM_ZERO_COPY_BYTES", 65536,
+    "shm allreduce: messages of at least this size whose buffers every rank allocated with "
+    "quorum_mem_alloc are reduced straight between the ranks' buffers (no copy in or out); "
+    "0: never");
 Knob<int64_t> knob_shm_max_bytes("QUORUM_SHM_MAX_BYTES", 64 << 20,
                                  "Largest shared-memory segment per communicator; the chunk "
                                  "shrinks to fit (P + 1) x 2 slots");
@@ -82,6 +87,9 @@ Status ShmChannel::create(const ShmGroup &group, std::unique_ptr<ShmChannel> *ou
   for (int q = 0; q < p; ++q) ch->peer_done_[static_cast<size_t>(q)].store(0);
   ch->replicated_bytes_ =
       static_cast<size_t>(std::max<int64_t>(0, knob_shm_replicated_bytes.get()));
+  // Below a few KiB the replicated path (one flag round trip) is faster.
+  const int64_t zero_copy = knob_shm_zero_copy_bytes.get();
+  ch->zero_copy_bytes_ = zero_copy <= 0 ? SIZE_MAX : std::max<size_t>(4096, zero_copy);
   QLOG_INFO("shm", "shared-memory segment of {} B ({} ranks, chunk {} B)", ch->segment_->size(), p,
             chunk);
   *out = std::move(ch);
@@ -106,6 +114,7 @@ class ShmAllreduceTask : public Task {
     base_ = ch->reserve(nchunks_);
     replicated_ = ch->size() == 2 || std::min(count_, chunk_elems_) * es_ <= ch->replicated_bytes();
     inline_payload_ = replicated_ && count_ * es_ <= ShmChannel::kInlinePayload;
+    zero_copy_ = count_ * es_ >= ch->zero_copy_bytes() ? ZeroCopy::Undecided : ZeroCopy::No;
     // Small messages (the latency path) keep their chunk stages inline.
     if (nchunks_ > sizeof(stage_inline_)) {
       stage_heap_.reset(new uint8_t[nchunks_]);
@@ -124,6 +133,10 @@ class ShmAllreduceTask : public Task {
     for (;;) {
       bool advanced = false;
       for (size_t c = first_; c < std::min(nchunks_, first_ + window); ++c) advanced |= step(c);
+      if (decide_error_ != kOk) {
+        ch_->set_broken();
+        return failed(status, decide_error_);
+      }
       const size_t before = first_;
       while (first_ < nchunks_ && stage_[first_] == kDone) ++first_;
       if (first_ != before) ch_->raise_done_prefix(base_, base_ + first_);
@@ -160,7 +173,9 @@ class ShmAllreduceTask : public Task {
   }
 
  private:
-  enum : uint8_t { kIdle = 0, kPosted = 1, kReduced = 2, kDone = 3 };
+  enum : uint8_t { kIdle = 0, kPosted = 1, kReduced = 2, kDone = 3, kZeroCopyReduced = 4 };
+  // A candidate's path is known once every rank posted its first chunk.
+  enum class ZeroCopy : uint8_t { No, Undecided, Yes };
 
   TaskResult failed(Status *status, Status s) {
     waiting_.release();
@@ -208,6 +223,7 @@ class ShmAllreduceTask : public Task {
     const size_t n = std::min(chunk_elems_, count_ - off);
     const int me = ch_->rank(), p = ch_->size();
     bool moved = false;
+    if (zero_copy_ != ZeroCopy::No && c > 0) return false;  // only the first chunk, if any
     if (stage_[c] == kIdle) {
       // The slot's previous chunk (g - S) must be finished on every rank.
       if (g >= static_cast<uint64_t>(slots) && !all_finished(s, g - static_cast<uint64_t>(slots))) {
@@ -215,6 +231,11 @@ class ShmAllreduceTask : public Task {
       }
       std::memcpy(inline_payload_ ? ch_->posted_payload(me, s) : ch_->input(me, s),
                   send_ + off * es_, n * es_);
+      if (zero_copy_ == ZeroCopy::Undecided) {
+        ShmChannel::ZeroCopyDescriptor d{ch_->regions().locate(send_, count_ * es_),
+                                         ch_->regions().locate(recv_, count_ * es_)};
+        std::memcpy(ch_->posted_payload(me, s), &d, sizeof(d));
+      }
       ch_->posted(me, s).store(ShmChannel::posted_word(tag, ch_->done_prefix()),
                                std::memory_order_release);
       stage_[c] = kPosted;
@@ -222,6 +243,16 @@ class ShmAllreduceTask : public Task {
     }
     if (stage_[c] == kPosted) {
       if (!all_posted(s, tag)) return moved;
+      if (zero_copy_ == ZeroCopy::Undecided) {
+        decide_zero_copy(s);
+        if (decide_error_ != kOk) return false;
+        if (zero_copy_ == ZeroCopy::Yes) {
+          reduce_zero_copy();
+          ch_->reduced(me, s).store(tag, std::memory_order_release);
+          stage_[c] = kZeroCopyReduced;
+          return true;
+        }
+      }
       if (replicated_) {
         reduce_whole(s, off, n);
         ch_->done(me, s).store(tag, std::memory_order_release);
@@ -243,6 +274,11 @@ class ShmAllreduceTask : public Task {
       ch_->reduced(me, s).store(tag, std::memory_order_release);
       stage_[c] = kReduced;
       moved = true;
+    }
+    if (stage_[c] == kZeroCopyReduced) {
+      if (!all_reached(&ShmChannel::reduced, s, tag)) return moved;
+      finish_zero_copy();
+      return true;
     }
     if (stage_[c] == kReduced) {
       if (!all_reached(&ShmChannel::reduced, s, tag)) return moved;
@@ -270,6 +306,74 @@ class ShmAllreduceTask : public Task {
     if (op_ == QUORUM_AVG) scale_average(out, n, dtype_, p);
   }
 
+  // Zero-copy when every rank's first posted line names buffers in a
+  // symmetric region (each rank reads the same lines: the same decision).
+  void decide_zero_copy(int s) {
+    const int p = ch_->size();
+    const size_t bytes = count_ * es_;
+    std::vector<ShmChannel::ZeroCopyDescriptor> d(static_cast<size_t>(p));
+    for (int q = 0; q < p; ++q) {
+      std::memcpy(&d[static_cast<size_t>(q)], ch_->posted_payload(q, s), sizeof(d[0]));
+      if (d[static_cast<size_t>(q)].send.region == 0 ||
+          d[static_cast<size_t>(q)].recv.region == 0) {
+        zero_copy_ = ZeroCopy::No;
+        return;
+      }
+    }
+    peer_send_.resize(static_cast<size_t>(p));
+    peer_recv_.resize(static_cast<size_t>(p));
+    for (int q = 0; q < p; ++q) {
+      const auto &dq = d[static_cast<size_t>(q)];
+      peer_send_[static_cast<size_t>(q)] = ch_->regions().peer_address(dq.send, q, bytes);
+      peer_recv_[static_cast<size_t>(q)] = ch_->regions().peer_address(dq.recv, q, bytes);
+      if (!peer_send_[static_cast<size_t>(q)] || !peer_recv_[static_cast<size_t>(q)]) {
+        // A region this rank freed while a peer still uses it: nobody can go on.
+        decide_error_ = fail(QUORUM_ERR_INVALID_ARG, "shm",
+                             "rank {}'s allreduce buffers lie in symmetric region {}/{}, which "
+                             "this rank no longer maps (freed with quorum_mem_free?)",
+                             q, dq.send.region, dq.recv.region);
+        zero_copy_ = ZeroCopy::No;
+        return;
+      }
+    }
+    zero_copy_ = ZeroCopy::Yes;
+    ch_->count_zero_copy();
+  }
+
+  // This rank's slice, block by block through a small buffer that stays in
+  // cache: reduced from every rank's send buffer in rank order, then copied to
+  // every rank's receive buffer (safe in place: only this rank touches the slice).
+  void reduce_zero_copy() {
+    const int me = ch_->rank(), p = ch_->size();
+    auto slice = patterns::block(count_, p, me, patterns::align_elements(64, es_));
+    constexpr size_t kBlockBytes = 32 * 1024;
+    const size_t block = std::max<size_t>(1, kBlockBytes / es_);
+    std::unique_ptr<uint8_t[]> tmp(new uint8_t[block * es_]);
+    const auto &src = peer_send_;
+    for (size_t o = slice.offset; o < slice.offset + slice.count; o += block) {
+      const size_t n = std::min(block, slice.offset + slice.count - o);
+      const size_t at = o * es_;
+      reduce_out(tmp.get(), src[0] + at, src[1] + at, n, dtype_, op_);
+      for (int q = 2; q < p; ++q)
+        reduce_into(tmp.get(), src[static_cast<size_t>(q)] + at, n, dtype_, op_);
+      if (op_ == QUORUM_AVG) scale_average(tmp.get(), n, dtype_, p);
+      for (int q = 0; q < p; ++q)
+        std::memcpy(peer_recv_[static_cast<size_t>(q)] + at, tmp.get(), n * es_);
+    }
+  }
+
+  // Every rank's slice is in: the op's chunks are finished here (the done
+  // flags of the slots its last chunks map to let later chunks reuse them).
+  void finish_zero_copy() {
+    const int me = ch_->rank();
+    const size_t slots = static_cast<size_t>(ch_->slots());
+    for (size_t c = nchunks_ > slots ? nchunks_ - slots : 0; c < nchunks_; ++c) {
+      const uint64_t g = base_ + c;
+      ch_->done(me, static_cast<int>(g % slots)).store(g + 1, std::memory_order_release);
+    }
+    std::fill(stage_, stage_ + nchunks_, uint8_t{kDone});
+  }
+
   ShmChannel *ch_;
   Transport *t_;
   const uint8_t *send_;
@@ -285,6 +389,9 @@ class ShmAllreduceTask : public Task {
   bool replicated_ = false;
   bool inline_payload_ = false;  // one chunk that fits beside its posted flag
   bool moved_ = false;
+  ZeroCopy zero_copy_ = ZeroCopy::No;
+  Status decide_error_ = kOk;
+  std::vector<uint8_t *> peer_send_, peer_recv_;  // every rank's buffers (zero-copy)
   uint8_t stage_inline_[16];
   std::unique_ptr<uint8_t[]> stage_heap_;
   uint8_t *stage_ = stage_inline_;

@@ -28,6 +28,7 @@
 #include <cstdint>
 #include <memory>
 
+#include "collectives/algorithms/shm_regions.hpp"
 #include "runtime/bootstrap/bootstrap.hpp"
 #include "runtime/knobs.hpp"
 #include "runtime/shm_segment.hpp"
@@ -37,6 +38,7 @@ namespace quorum {
 extern Knob<bool> knob_shm;
 extern Knob<int64_t> knob_shm_chunk_bytes;
 extern Knob<int64_t> knob_shm_max_bytes;
+extern Knob<int64_t> knob_shm_zero_copy_bytes;
 
 class ProgressEngine;
 class Transport;
@@ -63,6 +65,8 @@ class ShmChannel {
   size_t chunk_bytes() const { return chunk_bytes_; }
   // QUORUM_SHM_REPLICATED_BYTES, read when the channel was made.
   size_t replicated_bytes() const { return replicated_bytes_; }
+  // QUORUM_SHM_ZERO_COPY_BYTES (SIZE_MAX: never), read when the channel was made.
+  size_t zero_copy_bytes() const { return zero_copy_bytes_; }
   // The first of `n` consecutive chunk numbers for one collective.
   uint64_t reserve(uint64_t n) { return next_chunk_.fetch_add(n); }
 
@@ -114,6 +118,17 @@ class ShmChannel {
   uint8_t *result(int s) const {
     return data_ + (static_cast<size_t>(size_) * slots_ + s) * chunk_bytes_;
   }
+  // Symmetric buffers (quorum_mem_alloc) of this channel's ranks.
+  ShmRegions &regions() { return regions_; }
+  // How many allreduces took the zero-copy path on this rank.
+  uint64_t zero_copy_ops() const { return zero_copy_ops_.load(std::memory_order_relaxed); }
+  void count_zero_copy() { zero_copy_ops_.fetch_add(1, std::memory_order_relaxed); }
+  // Where a zero-copy candidate's buffers lie; rides in its first posted line.
+  struct ZeroCopyDescriptor {
+    ShmRegions::Location send;
+    ShmRegions::Location recv;
+  };
+  static_assert(sizeof(ZeroCopyDescriptor) <= kInlinePayload);
   bool broken() const { return line(0).load(std::memory_order_acquire) != 0; }
   void set_broken() { line(0).store(1, std::memory_order_release); }
 
@@ -133,9 +148,12 @@ class ShmChannel {
   int slots_ = 2;
   size_t chunk_bytes_ = 0;
   size_t replicated_bytes_ = 0;
+  size_t zero_copy_bytes_ = SIZE_MAX;
   std::atomic<uint64_t> next_chunk_{0};
   std::atomic<uint64_t> done_prefix_{0};
   std::unique_ptr<std::atomic<uint64_t>[]> peer_done_;  // per rank, local to this process
+  ShmRegions regions_;
+  std::atomic<uint64_t> zero_copy_ops_{0};
 };
 
 }  // namespace quorum

@@ -91,6 +91,16 @@ quorum_status_t quorum_allgather(quorum_comm_t comm, const void *send, void *rec
 quorum_status_t quorum_reduce_scatter(quorum_comm_t comm, const void *send, void *recv,
                                       size_t count_per_rank, quorum_dtype_t dtype, quorum_op_t op);
 
+/* Collective: *ptr = bytes (equal on every rank, zeroed, page aligned). When
+ * every rank is a process of this host (ucx with shared memory) the buffers
+ * are symmetric: each rank can reach every rank's, so an allreduce whose send
+ * and receive buffers every rank took from here (any offsets) moves each byte
+ * once per rank instead of copying it in and out of a shared segment.
+ * Elsewhere it is plain memory. Free with quorum_mem_free (local) once no
+ * rank uses the buffer in a collective any more. */
+quorum_status_t quorum_mem_alloc(quorum_comm_t comm, size_t bytes, void **ptr);
+quorum_status_t quorum_mem_free(quorum_comm_t comm, void *ptr);
+
 /* Partial collectives (solo and majority allreduce, after eager-SGD). */
 typedef enum { QUORUM_PARTIAL_SOLO, QUORUM_PARTIAL_MAJORITY } quorum_partial_mode_t;
 typedef struct {

@@ -3,6 +3,7 @@
 //   quorum::Comm comm;                       // quorum_init (throws quorum::Error)
 //   comm.allreduce(grad.data(), grad.size()); // in place, float32 sum by default
 //   auto req = comm.iallreduce(in, out, n);   req.wait();
+//   quorum::SharedBuffer<float> g(comm, n);   // zero-copy allreduce on one host
 //
 // Errors are thrown as quorum::Error carrying the status and quorum_last_error().
 #pragma once
@@ -169,6 +170,34 @@ class Comm {
 
  private:
   quorum_comm_t c_ = nullptr;
+};
+
+// `count` elements of T from quorum_mem_alloc (collective: symmetric shared
+// memory when every rank is on this host, so allreduces on it copy nothing in
+// or out), freed when destroyed. Destroy it before its Comm.
+template <typename T>
+class SharedBuffer {
+ public:
+  SharedBuffer(const Comm &comm, size_t count) : c_(comm.handle()), count_(count) {
+    void *p = nullptr;
+    check(quorum_mem_alloc(c_, count * sizeof(T), &p));
+    p_ = static_cast<T *>(p);
+  }
+  SharedBuffer(SharedBuffer &&o) noexcept
+      : c_(o.c_), p_(std::exchange(o.p_, nullptr)), count_(std::exchange(o.count_, 0)) {}
+  SharedBuffer &operator=(SharedBuffer &&) = delete;
+  SharedBuffer(const SharedBuffer &) = delete;
+  ~SharedBuffer() {
+    if (p_) quorum_mem_free(c_, p_);
+  }
+  T *data() const { return p_; }
+  size_t size() const { return count_; }
+  T &operator[](size_t i) const { return p_[i]; }
+
+ private:
+  quorum_comm_t c_;
+  T *p_ = nullptr;
+  size_t count_ = 0;
 };
 
 template <typename T>

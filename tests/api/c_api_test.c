@@ -36,6 +36,16 @@ int main(void) {
   CHECK(quorum_reduce_scatter(comm, rs_in, rs_out, 3, QUORUM_INT32, QUORUM_SUM) == QUORUM_OK);
   CHECK(rs_out[2] == 7);
   CHECK(quorum_dtype_size(QUORUM_BFLOAT16) == 2);
+  void *shared = NULL;
+  CHECK(quorum_mem_alloc(comm, 1 << 20, &shared) == QUORUM_OK && shared != NULL);
+  CHECK(((float *)shared)[1000] == 0.0f);
+  ((float *)shared)[1000] = 2.5f;
+  CHECK(quorum_allreduce(comm, QUORUM_IN_PLACE, shared, 1 << 18, QUORUM_FLOAT32, QUORUM_SUM) ==
+        QUORUM_OK);
+  CHECK(((float *)shared)[1000] == 2.5f);
+  CHECK(quorum_mem_free(comm, shared) == QUORUM_OK);
+  CHECK(quorum_mem_free(comm, shared) == QUORUM_ERR_INVALID_ARG);
+  CHECK(quorum_mem_alloc(comm, 0, &shared) == QUORUM_ERR_INVALID_ARG);
 
   /* Errors are status codes with a message, never a crash. */
   CHECK(quorum_allreduce(comm, NULL, out, 4, QUORUM_FLOAT32, QUORUM_SUM) == QUORUM_ERR_INVALID_ARG);

@@ -39,6 +39,12 @@ TEST(CppWrapper, AllreduceAndRequestsOverOob) {
       auto req = comm.iallreduce(in.data(), out.data(), in.size(), QUORUM_MAX);
       req.wait();
       EXPECT_EQ(out[0], 1.0f);
+      {
+        quorum::SharedBuffer<int32_t> shared(comm, 100000);  // plain memory over inproc
+        for (size_t i = 0; i < shared.size(); ++i) shared[i] = r + static_cast<int32_t>(i % 9);
+        comm.allreduce(shared.data(), shared.size());
+        EXPECT_EQ(shared[99999], 3 + 3 * (99999 % 9));
+      }
       try {
         comm.bcast(v.data(), 8, 17);
         ADD_FAILURE() << "bcast with root 17 did not throw";

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <vector>
 
+#include "collectives/algorithms/algorithm.hpp"
 #include "collectives/communicator.hpp"
 #include "collectives/reduce/reduce_kernels.hpp"
 #include "tests/support/values.hpp"
@@ -109,6 +110,92 @@ inline void SmallAndLargeInterleaved(Communicator &c) {
           << "rank " << c.rank() << " iteration " << it << " element " << i;
     }
   }
+}
+
+// Allreduces on buffers from mem_alloc (symmetric shared memory when the ranks
+// are processes of one host): every dtype with sum, max and average, in place
+// and out of place, at offsets that differ between ranks and between send and
+// receive, each followed by a small allreduce (slot reuse after the zero-copy
+// path); a non-blocking one overlapping small blocking ones; then with rank
+// 0's send buffer plain (every rank must fall back to copying). With a
+// shared-memory channel and the shm allreduce, the symmetric calls must have
+// gone zero-copy; allocation errors are checked on every communicator.
+inline void SymmetricBuffers(Communicator &c) {
+  const int p = c.size(), r = c.rank();
+  const size_t n = 70001;  // above QUORUM_SHM_ZERO_COPY_BYTES for every dtype
+  const size_t bytes = (n + 16) * 8;
+  void *a = nullptr, *b = nullptr;
+  ASSERT_EQ(c.mem_alloc(bytes, &a), QUORUM_OK) << last_error();
+  ASSERT_EQ(c.mem_alloc(bytes, &b), QUORUM_OK) << last_error();
+  ASSERT_NE(a, nullptr);
+  const uint64_t zero_copy_before = c.zero_copy_allreduces();
+  uint64_t symmetric_calls = 0;
+  auto check_small = [&](int tag) {
+    int32_t x = r + tag, y = 0;
+    ASSERT_EQ(c.allreduce(&x, &y, 1, QUORUM_INT32, QUORUM_SUM), QUORUM_OK) << last_error();
+    ASSERT_EQ(y, p * (p - 1) / 2 + p * tag) << "rank " << r;
+  };
+  for (quorum_dtype_t d : kDtypes) {
+    const size_t es = dtype_size(d);
+    for (quorum_op_t op : {QUORUM_SUM, QUORUM_MAX, QUORUM_AVG}) {
+      for (int in_place = 0; in_place < 2; ++in_place) {
+        uint8_t *send = static_cast<uint8_t *>(a) + es * static_cast<size_t>(r);
+        uint8_t *recv =
+            in_place ? send : static_cast<uint8_t *>(b) + es * static_cast<size_t>(p - r);
+        for (size_t i = 0; i < n; ++i) store(send, i, d, contribution(r, i, op));
+        ASSERT_EQ(c.allreduce(in_place ? QUORUM_IN_PLACE : send, recv, n, d, op), QUORUM_OK)
+            << "rank " << r << ": " << last_error();
+        ++symmetric_calls;
+        double got = 0, want = 0;
+        long i = first_difference(recv, n, d, op, p, &got, &want);
+        ASSERT_EQ(i, -1) << "rank " << r << " P=" << p << " " << dtype_name(d) << " " << op_name(op)
+                         << " in_place=" << in_place << ": element " << i << " is " << got
+                         << ", expected " << want;
+        check_small(in_place);
+      }
+    }
+  }
+  // Non-blocking, with small blocking allreduces while it is in flight.
+  auto *ia = static_cast<int32_t *>(a);
+  for (int it = 0; it < 20; ++it) {
+    for (size_t i = 0; i < n; ++i) ia[i] = r * 5 + it + static_cast<int32_t>(i % 1000);
+    RequestPtr req;
+    ASSERT_EQ(c.iallreduce(QUORUM_IN_PLACE, ia, n, QUORUM_INT32, QUORUM_SUM, &req), QUORUM_OK);
+    ++symmetric_calls;
+    check_small(it);
+    ASSERT_EQ(c.wait(req), QUORUM_OK) << last_error();
+    for (size_t i = 0; i < n; ++i) {
+      ASSERT_EQ(ia[i], 5 * p * (p - 1) / 2 + p * (it + static_cast<int32_t>(i % 1000)))
+          << "rank " << r << " iteration " << it << " element " << i;
+    }
+  }
+  // One rank's buffer is not symmetric: every rank copies instead.
+  std::vector<int32_t> plain(n);
+  int32_t *send = r == 0 ? plain.data() : ia;
+  for (size_t i = 0; i < n; ++i) send[i] = r + static_cast<int32_t>(i % 77);
+  auto *out = static_cast<int32_t *>(b);
+  ASSERT_EQ(c.allreduce(send, out, n, QUORUM_INT32, QUORUM_SUM), QUORUM_OK) << last_error();
+  for (size_t i = 0; i < n; ++i) {
+    ASSERT_EQ(out[i], p * (p - 1) / 2 + p * static_cast<int32_t>(i % 77)) << "element " << i;
+  }
+  const uint64_t zero_copy = c.zero_copy_allreduces() - zero_copy_before;
+  if (c.has_shm_channel() && allreduce_uses_shm()) {
+    EXPECT_EQ(zero_copy, symmetric_calls) << "rank " << r;
+  } else {
+    EXPECT_EQ(zero_copy, 0u) << "rank " << r;
+  }
+  // Errors: unequal sizes (every rank), zero bytes, a pointer not from mem_alloc.
+  void *bad = nullptr;
+  if (p > 1) {
+    EXPECT_EQ(c.mem_alloc(4096 + static_cast<size_t>(r == 0), &bad), QUORUM_ERR_MISMATCH);
+    EXPECT_EQ(bad, nullptr);
+  }
+  EXPECT_EQ(c.mem_alloc(0, &bad), QUORUM_ERR_INVALID_ARG);
+  EXPECT_EQ(c.mem_free(plain.data()), QUORUM_ERR_INVALID_ARG);
+  EXPECT_EQ(c.mem_free(a), QUORUM_OK);
+  EXPECT_EQ(c.mem_free(a), QUORUM_ERR_INVALID_ARG);
+  EXPECT_EQ(c.mem_free(b), QUORUM_OK);
+  EXPECT_EQ(c.barrier(), QUORUM_OK);
 }
 
 inline void BcastFromEveryRoot(Communicator &c) {

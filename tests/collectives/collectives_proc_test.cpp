@@ -28,6 +28,9 @@ TEST_F(ProcessCollectives, NonBlocking) {
 TEST_F(ProcessCollectives, SmallAndLargeInterleaved) {
   test::SmallAndLargeInterleaved(*test::process_comm());
 }
+TEST_F(ProcessCollectives, SymmetricBuffers) {
+  test::SymmetricBuffers(*test::process_comm());
+}
 TEST_F(ProcessCollectives, Bcast) {
   test::BcastFromEveryRoot(*test::process_comm());
 }

@@ -1,0 +1,62 @@
+// shm_regions.cpp: collective allocation and lookup of symmetric buffers.
+#include "collectives/algorithms/shm_regions.hpp"
+
+#include <algorithm>
+
+#include "runtime/log.hpp"
+
+namespace quorum {
+
+Status ShmRegions::alloc(const ShmGroup &group, size_t bytes, void **out) {
+  *out = nullptr;
+  constexpr size_t kPage = 4096;
+  const size_t stride = std::max<size_t>(kPage, (bytes + kPage - 1) / kPage * kPage);
+  std::unique_ptr<ShmSegment> seg;
+  QUORUM_CHECK(ShmSegment::create(group, stride * static_cast<size_t>(group.size), &seg));
+  std::lock_guard<std::mutex> lock(mutex_);
+  const uint32_t id = next_id_++;  // the same on every rank: every rank got a segment or none
+  if (!seg) return kOk;
+  Region r;
+  r.id = id;
+  r.rank = group.rank;
+  r.stride = stride;
+  r.segment = std::move(seg);
+  *out = r.part(group.rank);
+  QLOG_DEBUG("shm", "symmetric region {}: {} B per rank", id, stride);
+  regions_.push_back(std::move(r));
+  return kOk;
+}
+
+bool ShmRegions::release(void *ptr) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = std::find_if(regions_.begin(), regions_.end(),
+                         [ptr](const Region &r) { return r.part(r.rank) == ptr; });
+  if (it == regions_.end()) return false;
+  regions_.erase(it);
+  return true;
+}
+
+ShmRegions::Location ShmRegions::locate(const void *p, size_t bytes) const {
+  const auto *b = static_cast<const uint8_t *>(p);
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (const Region &r : regions_) {
+    const uint8_t *mine = r.part(r.rank);
+    if (b >= mine && b < mine + r.stride && bytes <= r.stride - static_cast<size_t>(b - mine)) {
+      return {r.id, static_cast<uint64_t>(b - mine)};
+    }
+  }
+  return {};
+}
+
+uint8_t *ShmRegions::peer_address(const Location &loc, int q, size_t bytes) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (const Region &r : regions_) {
+    if (r.id != loc.region) continue;
+    if (q < 0 || r.segment->size() / r.stride <= static_cast<size_t>(q)) return nullptr;
+    if (loc.offset > r.stride || bytes > r.stride - loc.offset) return nullptr;
+    return r.part(q) + loc.offset;
+  }
+  return nullptr;
+}
+
+}  // namespace quorum

@@ -218,7 +218,7 @@ Status Communicator::mem_alloc(size_t bytes, void **ptr) {
     }
   }
   if (shm_) {
-    QUORUM_CHECK(shm_->regions().alloc(shm_group(), bytes, ptr));
+    QUORUM_CHECK(shm_->regions().alloc(shm_group(), bytes, ptr));  // not the bootstrap's
     if (*ptr != nullptr) return kOk;
     QLOG_INFO("shm", "mem_alloc: no shared segment for {} B; plain memory (no zero-copy)", bytes);
   }

@@ -4,8 +4,10 @@
 //
 // Each step every rank "computes" for C ms plus its injected delay (a sleep),
 // then posts its gradient and waits for the round's result (sync: a plain
-// quorum_allreduce). Delays are pure functions of (seed, step, rank), so all
-// ranks agree without talking:
+// quorum_allreduce). The gradient and result buffers come from
+// quorum_mem_alloc for every variant (sync's allreduce then copies nothing on
+// one host; the partial rounds' own buffers are symmetric too). Delays are
+// pure functions of (seed, step, rank), so all ranks agree without talking:
 //   paper        1 or 2 ranks per step, drawn with the step as shared seed, wait D ms
 //   slow-rank    the last rank waits D ms every step
 //   exponential  every rank waits Exp(mean D) ms every step
@@ -141,6 +143,21 @@ double mean_activation_us(const std::vector<RoundStamp> &stamps, int nranks, int
   return rounds ? sum / rounds : 0;
 }
 
+// count floats from quorum_mem_alloc, freed on scope exit.
+struct SharedFloats {
+  SharedFloats(quorum_comm_t c, size_t count) : comm(c) {
+    void *p = nullptr;
+    quorum_status_t s = quorum_mem_alloc(comm, count * sizeof(float), &p);
+    if (s != QUORUM_OK) die(comm, "quorum_mem_alloc", s);
+    data = static_cast<float *>(p);
+  }
+  ~SharedFloats() { quorum_mem_free(comm, data); }
+  SharedFloats(const SharedFloats &) = delete;
+  SharedFloats &operator=(const SharedFloats &) = delete;
+  quorum_comm_t comm;
+  float *data = nullptr;
+};
+
 void sleep_ms(double ms) {
   if (ms > 0) std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(ms));
 }
@@ -149,7 +166,11 @@ VariantResult run_variant(quorum_comm_t comm, const PartialOptions &o, const cha
                           quorum_partial_mode_t mode) {
   int rank = quorum_comm_rank(comm), n = quorum_comm_size(comm);
   size_t count = std::max<size_t>(1, o.bytes / sizeof(float));
-  std::vector<float> grad(count, 1.0f), result(count, 0.0f);
+  // From quorum_mem_alloc (collective), so that sync's allreduce is at its
+  // best too: zero-copy on one host, like the partial rounds' own buffers.
+  SharedFloats grad_buf(comm, count), result_buf(comm, count);
+  float *grad = grad_buf.data, *result = result_buf.data;
+  std::fill(grad, grad + count, 1.0f);
   VariantResult v;
   v.name = name;
   v.fresh_histogram.assign(static_cast<size_t>(n) + 1, 0);
@@ -174,14 +195,14 @@ VariantResult run_variant(quorum_comm_t comm, const PartialOptions &o, const cha
   for (int step = 0; step < o.steps; ++step) {
     sleep_ms(o.compute_ms + injected_delay_ms(o, n, rank, step));
     if (sync) {
-      s = quorum_allreduce(comm, grad.data(), result.data(), count, QUORUM_FLOAT32, QUORUM_SUM);
+      s = quorum_allreduce(comm, grad, result, count, QUORUM_FLOAT32, QUORUM_SUM);
       if (s != QUORUM_OK) die(comm, "quorum_allreduce", s);
       ++v.fresh_histogram[static_cast<size_t>(n)];
     } else {
-      s = quorum_partial_post(partial, grad.data());
+      s = quorum_partial_post(partial, grad);
       if (s != QUORUM_OK) die(comm, "quorum_partial_post", s);
       quorum_round_info_t info{};
-      s = quorum_partial_wait(partial, result.data(), &info);
+      s = quorum_partial_wait(partial, result, &info);
       if (s != QUORUM_OK) die(comm, "quorum_partial_wait", s);
       if (info.fresh >= 0 && info.fresh <= n) ++v.fresh_histogram[static_cast<size_t>(info.fresh)];
       quorum_round_stats_t rs{};
@@ -194,7 +215,7 @@ VariantResult run_variant(quorum_comm_t comm, const PartialOptions &o, const cha
   }
   double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (!sync) {
-    s = quorum_partial_flush(partial, result.data());
+    s = quorum_partial_flush(partial, result);
     if (s != QUORUM_OK) die(comm, "quorum_partial_flush", s);
     received += result[0];
     s = quorum_partial_destroy(partial);

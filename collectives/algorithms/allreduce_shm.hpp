@@ -120,6 +120,9 @@ class ShmChannel {
   }
   // Symmetric buffers (quorum_mem_alloc) of this channel's ranks.
   ShmRegions &regions() { return regions_; }
+  // Collective over the channel's group: a symmetric buffer (nullptr on every
+  // rank when no segment can be made).
+  Status alloc_symmetric(size_t bytes, void **out) { return regions_.alloc(group_, bytes, out); }
   // How many allreduces took the zero-copy path on this rank.
   uint64_t zero_copy_ops() const { return zero_copy_ops_.load(std::memory_order_relaxed); }
   void count_zero_copy() { zero_copy_ops_.fetch_add(1, std::memory_order_relaxed); }
@@ -153,6 +156,7 @@ class ShmChannel {
   std::atomic<uint64_t> done_prefix_{0};
   std::unique_ptr<std::atomic<uint64_t>[]> peer_done_;  // per rank, local to this process
   ShmRegions regions_;
+  ShmGroup group_;  // for later collective allocations
   std::atomic<uint64_t> zero_copy_ops_{0};
 };
 

@@ -112,13 +112,12 @@ Status PartialAllreduce::create(Communicator &comm, size_t count, quorum_dtype_t
   p->recv_from_.assign(p->size_, 0);
   p->activation_tag_ = make_tag(CollKind::PartialControl, partial::activation_seq(p->object_id_),
                                 partial::kActivationStep);
-  p->buffers_.push_back(allocate_aligned(p->bytes_));
-  if (!p->buffers_.back()) {
+  QUORUM_CHECK(comm.make_shm_channel(&p->shm_));
+  QUORUM_CHECK(p->reserve_symmetric_buffers());
+  p->accumulator_ = p->new_buffer();
+  if (!p->accumulator_) {
     return fail(QUORUM_ERR_NO_MEMORY, "partial", "accumulator of {} B", p->bytes_);
   }
-  p->accumulator_ = p->buffers_.back().get();
-  p->clear_to_identity(p->accumulator_);
-  QUORUM_CHECK(comm.make_shm_channel(&p->shm_));
   {
     std::lock_guard<std::mutex> lock(p->engine_->mutex());
     p->recvs_.resize(p->size_);
@@ -232,19 +231,43 @@ uint8_t *PartialAllreduce::take_free_buffer() {
     return b;
   }
   // One accumulator plus at most max_staleness + 1 round buffers.
-  if (buffers_.size() >= opts_.max_staleness + 2) return nullptr;
-  buffers_.push_back(allocate_aligned(bytes_));
-  if (!buffers_.back()) {
-    buffers_.pop_back();
-    return nullptr;
+  if (allocated_ >= opts_.max_staleness + 2) return nullptr;
+  return new_buffer();
+}
+
+Status PartialAllreduce::reserve_symmetric_buffers() {
+  // Only where a round's data phase can go zero-copy (shm allreduce, size).
+  if (!shm_ || !allreduce_uses_shm() || bytes_ < shm_->zero_copy_bytes()) return kOk;
+  const size_t n = std::min<size_t>(opts_.max_staleness + 2, kSymmetricBuffers);
+  const size_t stride = (bytes_ + 4095) / 4096 * 4096;
+  void *base = nullptr;
+  QUORUM_CHECK(shm_->alloc_symmetric(n * stride, &base));
+  if (!base) return kOk;  // no segment on some rank: plain buffers everywhere
+  for (size_t i = n; i-- > 0;) symmetric_.push_back(static_cast<uint8_t *>(base) + i * stride);
+  return kOk;
+}
+
+uint8_t *PartialAllreduce::new_buffer() {
+  uint8_t *b = nullptr;
+  if (!symmetric_.empty()) {
+    b = symmetric_.back();
+    symmetric_.pop_back();
+  } else {
+    buffers_.push_back(allocate_aligned(bytes_));
+    b = buffers_.back().get();
+    if (!b) {
+      buffers_.pop_back();
+      return nullptr;
+    }
   }
-  clear_to_identity(buffers_.back().get());
-  return buffers_.back().get();
+  ++allocated_;
+  clear_to_identity(b);
+  return b;
 }
 
 size_t PartialAllreduce::buffers_allocated() const {
   std::lock_guard<std::mutex> lock(engine_->mutex());
-  return buffers_.size();
+  return allocated_;
 }
 
 // ---- state queries (mutex held) ----
@@ -392,7 +415,7 @@ Status PartialAllreduce::join(uint64_t round, bool self_activated, bool synchron
   if (!fresh_buf) {
     Status s = fail(QUORUM_ERR_NO_MEMORY, "partial",
                     "partial #{} rank {}: no buffer to join round {} ({} allocated, {} B each)",
-                    object_id_, rank_, round, buffers_.size(), bytes_);
+                    object_id_, rank_, round, allocated_, bytes_);
     fail_object(s);
     return s;
   }

@@ -46,6 +46,10 @@
 // - Memory: one accumulator plus up to A+1 round buffers (rounds joined but not
 //   yet waited for hold their results), allocated on demand: at most (A+2) x
 //   count x dtype size, plus the allreduce's scratch per round in flight.
+//   With shared memory (every rank a process of this host, vectors of at
+//   least QUORUM_SHM_ZERO_COPY_BYTES) the first min(A+2, 4) are symmetric,
+//   made at creation, so a round's data phase reduces straight between the
+//   ranks' round buffers (the shm allreduce's zero-copy path).
 // - Tags: [object id: 8 bits][round: low 20 bits] in the sequence field; at most
 //   A+2 rounds of one object are in flight and A < 2^19, so the low bits are
 //   unambiguous. Object ids come from Communicator::next_object_id() (creation
@@ -134,6 +138,8 @@ class PartialAllreduce {
   const PartialRoundInfo &last_info() const { return last_info_; }
   uint64_t object_id() const { return object_id_; }
   size_t buffers_allocated() const;
+  // Rounds whose data phase took the shm allreduce's zero-copy path here.
+  uint64_t zero_copy_rounds() const { return shm_ ? shm_->zero_copy_ops() : 0; }
 
  private:
   struct Round;
@@ -182,7 +188,15 @@ class PartialAllreduce {
   std::unique_ptr<ShmChannel> shm_;
 
   // Buffers: the accumulator plus a free list (cleared to the op's identity).
-  std::vector<AlignedBuffer> buffers_;
+  // The first kSymmetricBuffers are symmetric (in shm_'s regions, made at
+  // creation) so that rounds whose buffers every rank has there reduce
+  // zero-copy; the rest are plain and allocated on demand.
+  static constexpr size_t kSymmetricBuffers = 4;
+  Status reserve_symmetric_buffers();   // collective (creation)
+  uint8_t *new_buffer();                // nullptr when out of memory
+  std::vector<uint8_t *> symmetric_;    // symmetric, not yet handed out
+  std::vector<AlignedBuffer> buffers_;  // plain ones
+  size_t allocated_ = 0;                // handed out, symmetric or plain
   uint8_t *accumulator_ = nullptr;
   std::vector<uint8_t *> free_;
   AlignedBuffer staging_;  // host copy of a device-memory contribution

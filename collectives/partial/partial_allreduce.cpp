@@ -265,6 +265,13 @@ uint8_t *PartialAllreduce::new_buffer() {
   return b;
 }
 
+Status PartialAllreduce::accumulate(const void *contribution) {
+  if (!accumulator_empty_) return reduce_into(accumulator_, contribution, count_, dtype_, op_);
+  std::memcpy(accumulator_, contribution, bytes_);
+  accumulator_empty_ = false;
+  return kOk;
+}
+
 size_t PartialAllreduce::buffers_allocated() const {
   std::lock_guard<std::mutex> lock(engine_->mutex());
   return allocated_;
@@ -423,6 +430,7 @@ Status PartialAllreduce::join(uint64_t round, bool self_activated, bool synchron
   r->id = round;
   r->buf = accumulator_;
   accumulator_ = fresh_buf;
+  accumulator_empty_ = true;
   r->synchronous = synchronous;
   r->flush = flush;
   r->own_fresh = fresh_pending_;
@@ -586,7 +594,7 @@ Status PartialAllreduce::post(const void *contribution) {
     posted_ = true;
     const uint64_t k = waited_;
     if (k == joined_) {
-      s = reduce_into(accumulator_, contribution, count_, dtype_, op_);
+      s = accumulate(contribution);
       if (s != kOk) return s;
       fresh_pending_ = true;
       pending_post_ns_ = now_ns();
@@ -599,7 +607,7 @@ Status PartialAllreduce::post(const void *contribution) {
       }
     } else if (opts_.carry) {
       // Late: round k was joined without this post; it rides in a later round.
-      s = reduce_into(accumulator_, contribution, count_, dtype_, op_);
+      s = accumulate(contribution);
       ++carried_;
       ++carried_pending_;
       carried_pending_rounds_ += k;

@@ -198,6 +198,10 @@ class PartialAllreduce {
   std::vector<AlignedBuffer> buffers_;  // plain ones
   size_t allocated_ = 0;                // handed out, symmetric or plain
   uint8_t *accumulator_ = nullptr;
+  // Nothing was posted into the accumulator since it was taken (it holds the
+  // identity): the first post copies instead of reducing (one read less).
+  bool accumulator_empty_ = true;
+  Status accumulate(const void *contribution);  // mutex held
   std::vector<uint8_t *> free_;
   AlignedBuffer staging_;  // host copy of a device-memory contribution
 

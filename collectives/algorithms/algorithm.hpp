@@ -51,6 +51,10 @@ struct CollArgs {
   quorum_dtype_t dtype = QUORUM_FLOAT32;
   quorum_op_t op = QUORUM_SUM;
   int root = 0;
+  // Allreduce through the shm algorithm only: this rank contributes the op's
+  // identity and send's bytes are not read (a partial round joined with an
+  // empty accumulator). Other algorithms need the identity in the buffer.
+  bool send_identity = false;
 };
 
 class Builder {

@@ -109,7 +109,8 @@ class ShmAllreduceTask : public Task {
         count_(a.count),
         dtype_(a.dtype),
         op_(a.op),
-        es_(dtype_size(a.dtype)) {
+        es_(dtype_size(a.dtype)),
+        identity_(a.send_identity) {
     chunk_elems_ = std::max<size_t>(1, ch->chunk_bytes() / es_);
     nchunks_ = (count_ + chunk_elems_ - 1) / chunk_elems_;
     base_ = ch->reserve(nchunks_);
@@ -230,11 +231,16 @@ class ShmAllreduceTask : public Task {
       if (g >= static_cast<uint64_t>(slots) && !all_finished(s, g - static_cast<uint64_t>(slots))) {
         return false;
       }
-      std::memcpy(inline_payload_ ? ch_->posted_payload(me, s) : ch_->input(me, s),
-                  send_ + off * es_, n * es_);
+      uint8_t *slot = inline_payload_ ? ch_->posted_payload(me, s) : ch_->input(me, s);
+      if (identity_) {
+        fill_identity(slot, n, dtype_, op_);
+      } else {
+        std::memcpy(slot, send_ + off * es_, n * es_);
+      }
       if (zero_copy_ == ZeroCopy::Undecided) {
         ShmChannel::ZeroCopyDescriptor d{ch_->regions().locate(send_, count_ * es_),
-                                         ch_->regions().locate(recv_, count_ * es_)};
+                                         ch_->regions().locate(recv_, count_ * es_),
+                                         identity_ ? 1u : 0u};
         std::memcpy(ch_->posted_payload(me, s), &d, sizeof(d));
       }
       ch_->posted(me, s).store(ShmChannel::posted_word(tag, ch_->done_prefix()),
@@ -298,7 +304,7 @@ class ShmAllreduceTask : public Task {
     const int me = ch_->rank(), p = ch_->size();
     const size_t bytes = off * es_;
     auto src = [&](int q) -> const uint8_t * {
-      if (q == me && send_ != recv_) return send_ + bytes;
+      if (q == me && send_ != recv_ && !identity_) return send_ + bytes;
       return inline_payload_ ? ch_->posted_payload(q, s) : ch_->input(q, s);
     };
     uint8_t *out = recv_ + bytes;
@@ -308,26 +314,27 @@ class ShmAllreduceTask : public Task {
   }
 
   // Zero-copy when every rank's first posted line names buffers in a
-  // symmetric region (each rank reads the same lines: the same decision).
+  // symmetric region (each rank reads the same lines: the same decision). A
+  // rank contributing the identity needs only its receive buffer there.
   void decide_zero_copy(int s) {
     const int p = ch_->size();
     const size_t bytes = count_ * es_;
     std::vector<ShmChannel::ZeroCopyDescriptor> d(static_cast<size_t>(p));
     for (int q = 0; q < p; ++q) {
-      std::memcpy(&d[static_cast<size_t>(q)], ch_->posted_payload(q, s), sizeof(d[0]));
-      if (d[static_cast<size_t>(q)].send.region == 0 ||
-          d[static_cast<size_t>(q)].recv.region == 0) {
+      auto &dq = d[static_cast<size_t>(q)];
+      std::memcpy(&dq, ch_->posted_payload(q, s), sizeof(dq));
+      if ((dq.send.region == 0 && !dq.send_identity) || dq.recv.region == 0) {
         zero_copy_ = ZeroCopy::No;
         return;
       }
     }
-    peer_send_.resize(static_cast<size_t>(p));
-    peer_recv_.resize(static_cast<size_t>(p));
+    sources_.clear();
+    peer_recv_.assign(static_cast<size_t>(p), nullptr);
     for (int q = 0; q < p; ++q) {
       const auto &dq = d[static_cast<size_t>(q)];
-      peer_send_[static_cast<size_t>(q)] = ch_->regions().peer_address(dq.send, q, bytes);
-      peer_recv_[static_cast<size_t>(q)] = ch_->regions().peer_address(dq.recv, q, bytes);
-      if (!peer_send_[static_cast<size_t>(q)] || !peer_recv_[static_cast<size_t>(q)]) {
+      uint8_t *send = dq.send_identity ? nullptr : ch_->regions().peer_address(dq.send, q, bytes);
+      uint8_t *recv = ch_->regions().peer_address(dq.recv, q, bytes);
+      if ((!send && !dq.send_identity) || !recv) {
         // A region this rank freed while a peer still uses it: nobody can go on.
         decide_error_ = fail(QUORUM_ERR_INVALID_ARG, "shm",
                              "rank {}'s allreduce buffers lie in symmetric region {}/{}, which "
@@ -336,30 +343,40 @@ class ShmAllreduceTask : public Task {
         zero_copy_ = ZeroCopy::No;
         return;
       }
+      if (send) sources_.push_back(send);
+      peer_recv_[static_cast<size_t>(q)] = recv;
     }
     zero_copy_ = ZeroCopy::Yes;
     ch_->count_zero_copy();
   }
 
   // This rank's slice, block by block through a small buffer that stays in
-  // cache: reduced from every rank's send buffer in rank order, then copied to
-  // every rank's receive buffer (safe in place: only this rank touches the slice).
+  // cache: reduced from the contributing ranks' send buffers in rank order
+  // (the identity when none contributes), then copied to every rank's receive
+  // buffer (safe in place: only this rank touches the slice).
   void reduce_zero_copy() {
     const int me = ch_->rank(), p = ch_->size();
     auto slice = patterns::block(count_, p, me, patterns::align_elements(64, es_));
     constexpr size_t kBlockBytes = 32 * 1024;
     const size_t block = std::max<size_t>(1, kBlockBytes / es_);
     std::unique_ptr<uint8_t[]> tmp(new uint8_t[block * es_]);
-    const auto &src = peer_send_;
     for (size_t o = slice.offset; o < slice.offset + slice.count; o += block) {
       const size_t n = std::min(block, slice.offset + slice.count - o);
       const size_t at = o * es_;
-      reduce_out(tmp.get(), src[0] + at, src[1] + at, n, dtype_, op_);
-      for (int q = 2; q < p; ++q)
-        reduce_into(tmp.get(), src[static_cast<size_t>(q)] + at, n, dtype_, op_);
+      if (sources_.empty()) {
+        fill_identity(tmp.get(), n, dtype_, op_);
+      } else if (sources_.size() == 1) {
+        std::memcpy(tmp.get(), sources_[0] + at, n * es_);
+      } else {
+        reduce_out(tmp.get(), sources_[0] + at, sources_[1] + at, n, dtype_, op_);
+        for (size_t q = 2; q < sources_.size(); ++q) {
+          reduce_into(tmp.get(), sources_[q] + at, n, dtype_, op_);
+        }
+      }
       if (op_ == QUORUM_AVG) scale_average(tmp.get(), n, dtype_, p);
-      for (int q = 0; q < p; ++q)
+      for (int q = 0; q < p; ++q) {
         std::memcpy(peer_recv_[static_cast<size_t>(q)] + at, tmp.get(), n * es_);
+      }
     }
   }
 
@@ -392,7 +409,9 @@ class ShmAllreduceTask : public Task {
   bool moved_ = false;
   ZeroCopy zero_copy_ = ZeroCopy::No;
   Status decide_error_ = kOk;
-  std::vector<uint8_t *> peer_send_, peer_recv_;  // every rank's buffers (zero-copy)
+  bool identity_ = false;             // this rank contributes the identity
+  std::vector<uint8_t *> sources_;    // contributing ranks' send buffers (zero-copy)
+  std::vector<uint8_t *> peer_recv_;  // every rank's receive buffer (zero-copy)
   uint8_t stage_inline_[16];
   std::unique_ptr<uint8_t[]> stage_heap_;
   uint8_t *stage_ = stage_inline_;

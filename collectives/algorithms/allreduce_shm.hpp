@@ -21,6 +21,21 @@
 // finished there and skips their done flags when it reuses their slots: a small
 // message costs one cache-line transfer per peer, not two. Chunk tags use the
 // low 48 bits of the posted word.
+//
+// Zero-copy path (messages of QUORUM_SHM_ZERO_COPY_BYTES and more): the first
+// chunk's posted line also carries where the rank's send and receive buffers
+// lie in the channel's symmetric regions (quorum_mem_alloc). When every rank's
+// do, each rank reduces its 1/P slice straight from every rank's send buffer
+// into every rank's receive buffer (one read and one write of each byte per
+// rank instead of a copy in, a reduction and a copy out), publishes reduced,
+// and returns once every rank's reduced flag shows the op is finished. Every
+// rank reads the same descriptors and so takes the same path; the first
+// chunk's copy in is then wasted, the other chunks are never posted.
+//
+// A rank whose CollArgs say send_identity (a partial round joined with nothing
+// posted) contributes the op's identity without it being in its buffer: it
+// fills its slots with the identity, and on the zero-copy path it is left out
+// of the sources (only its receive buffer must be symmetric).
 #pragma once
 
 #include <algorithm>
@@ -130,6 +145,7 @@ class ShmChannel {
   struct ZeroCopyDescriptor {
     ShmRegions::Location send;
     ShmRegions::Location recv;
+    uint32_t send_identity = 0;  // contributes the identity: send is not read
   };
   static_assert(sizeof(ZeroCopyDescriptor) <= kInlinePayload);
   bool broken() const { return line(0).load(std::memory_order_acquire) != 0; }

@@ -54,12 +54,6 @@ Status run_until(ProgressEngine &engine, const std::string &what,
   return engine.wait(req);
 }
 
-template <typename T>
-void fill(uint8_t *buf, size_t count, T v) {
-  T *p = reinterpret_cast<T *>(buf);
-  for (size_t i = 0; i < count; ++i) p[i] = v;
-}
-
 }  // namespace
 
 struct PartialAllreduce::Round {
@@ -187,41 +181,7 @@ Status PartialAllreduce::release() {
 // ---- buffers ----
 
 void PartialAllreduce::clear_to_identity(uint8_t *buf) const {
-  if (op_ == QUORUM_SUM || op_ == QUORUM_AVG) {
-    std::memset(buf, 0, bytes_);
-    return;
-  }
-  const bool prod = op_ == QUORUM_PROD, min = op_ == QUORUM_MIN;
-  switch (dtype_) {
-    case QUORUM_FLOAT32: {
-      const float inf = std::numeric_limits<float>::infinity();
-      fill<float>(buf, count_, prod ? 1.0f : min ? inf : -inf);
-      break;
-    }
-    case QUORUM_FLOAT64: {
-      const double inf = std::numeric_limits<double>::infinity();
-      fill<double>(buf, count_, prod ? 1.0 : min ? inf : -inf);
-      break;
-    }
-    case QUORUM_FLOAT16:
-      fill<uint16_t>(buf, count_, prod ? 0x3C00 : min ? 0x7C00 : 0xFC00);
-      break;
-    case QUORUM_BFLOAT16:
-      fill<uint16_t>(buf, count_, prod ? 0x3F80 : min ? 0x7F80 : 0xFF80);
-      break;
-    case QUORUM_INT32:
-      fill<int32_t>(buf, count_,
-                    prod  ? 1
-                    : min ? std::numeric_limits<int32_t>::max()
-                          : std::numeric_limits<int32_t>::min());
-      break;
-    case QUORUM_INT64:
-      fill<int64_t>(buf, count_,
-                    prod  ? 1
-                    : min ? std::numeric_limits<int64_t>::max()
-                          : std::numeric_limits<int64_t>::min());
-      break;
-  }
+  fill_identity(buf, count_, dtype_, op_);
 }
 
 uint8_t *PartialAllreduce::take_free_buffer() {
@@ -261,8 +221,7 @@ uint8_t *PartialAllreduce::new_buffer() {
     }
   }
   ++allocated_;
-  clear_to_identity(b);
-  return b;
+  return b;  // stale bytes: the accumulator is empty until a post copies into it
 }
 
 Status PartialAllreduce::accumulate(const void *contribution) {
@@ -429,6 +388,7 @@ Status PartialAllreduce::join(uint64_t round, bool self_activated, bool synchron
   auto r = std::make_unique<Round>();
   r->id = round;
   r->buf = accumulator_;
+  const bool empty = accumulator_empty_;  // nothing posted: stale bytes, identity wanted
   accumulator_ = fresh_buf;
   accumulator_empty_ = true;
   r->synchronous = synchronous;
@@ -463,12 +423,22 @@ Status PartialAllreduce::join(uint64_t round, bool self_activated, bool synchron
   Builder bd(*r->sched, transport_, rank_, size_, CollKind::PartialData,
              round_seq(object_id_, round), comm_.scratch());
   if (size_ == 1) {
+    if (empty) clear_to_identity(r->buf);
     s = build_allreduce_recursive_doubling(bd, data, &last);
   } else {
     // The same rule as a plain allreduce, so that rounds where every rank is
     // fresh give the plain allreduce's bits.
     if (shm_) bd.set_shm(shm_.get());
     s = select_algorithm(data, size_, &algo, shm_ != nullptr);
+    // An empty accumulator: the shm allreduce puts the identity in its slots
+    // itself (or skips this rank when zero-copy); the others need it written.
+    if (s == kOk && empty) {
+      if (std::strcmp(algo->name, "shm") == 0) {
+        data.send_identity = true;
+      } else {
+        clear_to_identity(r->buf);
+      }
+    }
     if (s == kOk) s = algo->build(bd, data, &last);
   }
   CollArgs hdr{CollKind::Allreduce,
@@ -687,7 +657,6 @@ Status PartialAllreduce::consume(void *result, PartialRoundInfo *info) {
   } else {
     std::memcpy(result, r->buf, bytes_);
   }
-  clear_to_identity(r->buf);
   {
     std::lock_guard<std::mutex> lock(engine_->mutex());
     free_.push_back(r->buf);

@@ -187,7 +187,7 @@ class PartialAllreduce {
   // order, which every rank shares), declared before rounds_ to outlive them.
   std::unique_ptr<ShmChannel> shm_;
 
-  // Buffers: the accumulator plus a free list (cleared to the op's identity).
+  // Buffers: the accumulator plus a free list.
   // The first kSymmetricBuffers are symmetric (in shm_'s regions, made at
   // creation) so that rounds whose buffers every rank has there reduce
   // zero-copy; the rest are plain and allocated on demand.
@@ -198,8 +198,10 @@ class PartialAllreduce {
   std::vector<AlignedBuffer> buffers_;  // plain ones
   size_t allocated_ = 0;                // handed out, symmetric or plain
   uint8_t *accumulator_ = nullptr;
-  // Nothing was posted into the accumulator since it was taken (it holds the
-  // identity): the first post copies instead of reducing (one read less).
+  // Nothing was posted into the accumulator since it was taken: its bytes are
+  // stale (buffers are never cleared). The first post copies into it; a join
+  // with it empty contributes the identity (the shm allreduce fills its slot
+  // with it or, zero-copy, skips this rank; otherwise the buffer is filled).
   bool accumulator_empty_ = true;
   Status accumulate(const void *contribution);  // mutex held
   std::vector<uint8_t *> free_;

@@ -53,4 +53,10 @@ Status reduce_out(void *out, const void *a, const void *b, size_t count, quorum_
 // (correctly rounded); integers truncate toward zero.
 Status scale_average(void *buf, size_t count, quorum_dtype_t dtype, int nranks);
 
+// buf[i] = the identity of op (x op identity == x bit for bit): 0 for integer
+// sum and avg, -0 for floating ones, 1 for prod, +inf / the largest integer
+// for min, -inf / the smallest for max.
+// dtype must be a valid one (unchecked).
+void fill_identity(void *buf, size_t count, quorum_dtype_t dtype, quorum_op_t op);
+
 }  // namespace quorum

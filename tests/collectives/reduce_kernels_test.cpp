@@ -327,6 +327,21 @@ TEST(ReduceKernels, EveryDtypeAndOpMatchesReference) {
   }
 }
 
+// x op identity == x, bit for bit, for every dtype and op (NaN-free inputs).
+TEST(ReduceKernels, IdentityLeavesEveryValueUnchanged) {
+  const size_t count = 1001;
+  for (quorum_dtype_t dt : kDtypes) {
+    Buffers buf(dt, count, 99 + dt);
+    for (quorum_op_t op : kOps) {
+      std::vector<unsigned char> id(buf.a.size(), 0xab), x = buf.a;
+      fill_identity(id.data(), count, dt, op);
+      EXPECT_EQ(id[count * buf.es], 0xab) << "wrote past the end: " << label(dt, op, count);
+      ASSERT_EQ(reduce_into(x.data(), id.data(), count, dt, op), QUORUM_OK);
+      EXPECT_SAME_ELEMENTS(dt, buf.a.data(), x.data(), count, "identity " << label(dt, op, count));
+    }
+  }
+}
+
 TEST(ReduceKernels, MisalignedBuffers) {
   // Element offsets (vector-misaligned but naturally aligned) and byte offsets
   // (not even naturally aligned: the bounce path), across several chunks.

@@ -200,9 +200,9 @@ inline void majority_one_driver(Communicator &c, uint64_t rounds = 10) {
 // 3 + 5. Conservation with carry under random delays, and identical results on
 // every rank: sum of all results (rounds + flush) == sum of all posts, exactly.
 inline void conservation(Communicator &c, quorum_partial_mode_t mode, uint64_t max_staleness,
-                         uint64_t rounds = 24, int max_delay_us = 1500, uint64_t first_round = 0) {
+                         uint64_t rounds = 24, int max_delay_us = 1500, uint64_t first_round = 0,
+                         size_t n = 33) {
   const int r = c.rank();
-  const size_t n = 33;
   PartialOptions o;
   o.mode = mode;
   o.max_staleness = max_staleness;

@@ -31,6 +31,12 @@ TEST(ProcessPartial, ConservationSolo) {
 TEST(ProcessPartial, ConservationMajority) {
   cases::conservation(*test::process_comm(), QUORUM_PARTIAL_MAJORITY, 3);
 }
+// Large vectors: the rounds' buffers are symmetric, so the data phase goes
+// zero-copy, and ranks that join with nothing posted contribute the identity
+// without writing it (skipped as sources).
+TEST(ProcessPartial, ConservationSoloZeroCopy) {
+  cases::conservation(*test::process_comm(), QUORUM_PARTIAL_SOLO, 4, 24, 1500, 0, 20000);
+}
 TEST(ProcessPartial, LatePost) {
   cases::late_post(*test::process_comm(), true);
   cases::late_post(*test::process_comm(), false);

@@ -10,6 +10,7 @@
 
 #include "collectives/algorithms/algorithms.hpp"
 #include "collectives/partial/activation.hpp"
+#include "collectives/patterns/knomial_tree.hpp"
 #include "collectives/reduce/reduce_kernels.hpp"
 #include "runtime/clock.hpp"
 #include "runtime/knobs.hpp"
@@ -19,7 +20,6 @@ namespace quorum {
 
 using partial::majority_initiator;
 using partial::round_seq;
-using partial::tree_children;
 
 namespace {
 
@@ -55,6 +55,12 @@ Status run_until(ProgressEngine &engine, const std::string &what,
 }
 
 }  // namespace
+
+Knob<int64_t> knob_partial_activation_radix(
+    "QUORUM_PARTIAL_ACTIVATION_RADIX", 0,
+    "Partial collectives: radix of the k-nomial tree that carries a round's activation (2: "
+    "binomial; P or more: the activating rank tells every rank itself); 0: P when every rank "
+    "is a process of this host (a hop costs a thread wake-up there), else 2");
 
 struct PartialAllreduce::Round {
   uint64_t id = 0;
@@ -108,6 +114,7 @@ Status PartialAllreduce::create(Communicator &comm, size_t count, quorum_dtype_t
                                 partial::kActivationStep);
   QUORUM_CHECK(comm.make_shm_channel(&p->shm_));
   QUORUM_CHECK(p->reserve_symmetric_buffers());
+  QUORUM_CHECK(p->agree_activation_radix());
   p->accumulator_ = p->new_buffer();
   if (!p->accumulator_) {
     return fail(QUORUM_ERR_NO_MEMORY, "partial", "accumulator of {} B", p->bytes_);
@@ -296,8 +303,19 @@ Status PartialAllreduce::post_activation_recv(int peer) {
   return s;
 }
 
+Status PartialAllreduce::agree_activation_radix() {
+  int64_t radix = knob_partial_activation_radix.get();
+  if (radix <= 0) radix = shm_ ? size_ : 2;
+  radix = std::clamp<int64_t>(radix, 2, std::max(2, size_));
+  // Every rank must use the same tree: rank 0's choice (knobs may differ).
+  std::vector<int64_t> all(static_cast<size_t>(size_));
+  QUORUM_CHECK(comm_.allgather(&radix, all.data(), sizeof(radix)));
+  activation_radix_ = static_cast<int>(all[0]);
+  return kOk;
+}
+
 Status PartialAllreduce::send_activations(uint64_t round, int root) {
-  for (int child : tree_children(rank_, root, size_)) {
+  for (int child : patterns::knomial_tree::children(rank_, size_, root, activation_radix_)) {
     sends_.emplace_back();
     ActivationSend &s = sends_.back();
     s.msg.round = round;

@@ -13,14 +13,15 @@
 //   initiator activates the round (nobody else can).
 // - Activation. Solo: the first rank whose post for round k happens activates
 //   it. Majority: only initiator(seed, k) = splitmix64(seed ^ splitmix64(k)) % P
-//   does. The activator broadcasts {round, root} on the binomial tree rooted at
-//   itself (activation.hpp); every rank forwards along every tree it hears of
-//   while the round is not complete locally, so each tree reaches every rank
-//   even when several ranks activate the same round at once. A rank joins round
-//   k once, on the first activation it sees; later ones are discarded by round
-//   id (a completed round implies every rank joined it, so nothing is lost).
-//   Activation receives stay posted from every peer (one per peer, one tag per
-//   object, reposted after each message).
+//   does. The activator broadcasts {round, root} on a k-nomial tree rooted at
+//   itself (binomial in activation.hpp; QUORUM_PARTIAL_ACTIVATION_RADIX, by
+//   default flat, radix P, when every rank is on this host, where each hop
+//   costs a progress-thread wake-up; the ranks use rank 0's value); every rank forwards along every
+//   tree it hears of while the round is not complete locally, so each tree reaches every rank even
+//   when several ranks activate the same round at once. A rank joins round k once, on the first
+//   activation it sees; later ones are discarded by round id (a completed round implies every rank
+//   joined it, so nothing is lost). Activation receives stay posted from every peer (one per peer,
+//   one tag per object, reposted after each message).
 // - Wire cost per round: activations: (number of activators) x (P-1) messages
 //   of 16 B (none in synchronous rounds); data: the ordinary allreduce picked
 //   by size (recursive doubling / ring, see algorithms/); header: recursive
@@ -242,6 +243,8 @@ class PartialAllreduce {
   std::vector<int64_t> sent_to_;    // activation messages sent to each peer
   std::vector<int64_t> recv_from_;  // received from each peer
   uint64_t activation_tag_ = 0;
+  int activation_radix_ = 2;        // k-nomial activation tree, the same on every rank
+  Status agree_activation_radix();  // collective (creation)
 
   Status error_ = kOk;
   std::string error_detail_;

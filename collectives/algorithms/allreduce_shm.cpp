@@ -237,10 +237,15 @@ class ShmAllreduceTask : public Task {
       } else {
         std::memcpy(slot, send_ + off * es_, n * es_);
       }
-      if (zero_copy_ == ZeroCopy::Undecided) {
-        ShmChannel::ZeroCopyDescriptor d{ch_->regions().locate(send_, count_ * es_),
-                                         ch_->regions().locate(recv_, count_ * es_),
-                                         identity_ ? 1u : 0u};
+      if (c == 0 && !inline_payload_) {
+        // A descriptor even when this rank is no candidate (it says "no
+        // region"): a peer whose QUORUM_SHM_ZERO_COPY_BYTES differs then
+        // copies too instead of reading a stale line.
+        ShmChannel::ZeroCopyDescriptor d;
+        if (zero_copy_ == ZeroCopy::Undecided) {
+          d = {ch_->regions().locate(send_, count_ * es_),
+               ch_->regions().locate(recv_, count_ * es_), identity_ ? 1u : 0u};
+        }
         std::memcpy(ch_->posted_payload(me, s), &d, sizeof(d));
       }
       ch_->posted(me, s).store(ShmChannel::posted_word(tag, ch_->done_prefix()),

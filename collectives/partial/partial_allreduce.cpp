@@ -113,8 +113,9 @@ Status PartialAllreduce::create(Communicator &comm, size_t count, quorum_dtype_t
   p->activation_tag_ = make_tag(CollKind::PartialControl, partial::activation_seq(p->object_id_),
                                 partial::kActivationStep);
   QUORUM_CHECK(comm.make_shm_channel(&p->shm_));
-  QUORUM_CHECK(p->reserve_symmetric_buffers());
-  QUORUM_CHECK(p->agree_activation_radix());
+  bool symmetric = false;
+  QUORUM_CHECK(p->agree_on_options(&symmetric));
+  if (symmetric) QUORUM_CHECK(p->reserve_symmetric_buffers());
   p->accumulator_ = p->new_buffer();
   if (!p->accumulator_) {
     return fail(QUORUM_ERR_NO_MEMORY, "partial", "accumulator of {} B", p->bytes_);
@@ -203,8 +204,6 @@ uint8_t *PartialAllreduce::take_free_buffer() {
 }
 
 Status PartialAllreduce::reserve_symmetric_buffers() {
-  // Only where a round's data phase can go zero-copy (shm allreduce, size).
-  if (!shm_ || !allreduce_uses_shm() || bytes_ < shm_->zero_copy_bytes()) return kOk;
   const size_t n = std::min<size_t>(opts_.max_staleness + 2, kSymmetricBuffers);
   const size_t stride = (bytes_ + 4095) / 4096 * 4096;
   void *base = nullptr;
@@ -303,14 +302,19 @@ Status PartialAllreduce::post_activation_recv(int peer) {
   return s;
 }
 
-Status PartialAllreduce::agree_activation_radix() {
-  int64_t radix = knob_partial_activation_radix.get();
-  if (radix <= 0) radix = shm_ ? size_ : 2;
-  radix = std::clamp<int64_t>(radix, 2, std::max(2, size_));
-  // Every rank must use the same tree: rank 0's choice (knobs may differ).
-  std::vector<int64_t> all(static_cast<size_t>(size_));
-  QUORUM_CHECK(comm_.allgather(&radix, all.data(), sizeof(radix)));
-  activation_radix_ = static_cast<int>(all[0]);
+Status PartialAllreduce::agree_on_options(bool *symmetric) {
+  // What each rank's knobs say; collective steps must not depend on them alone.
+  struct Wish {
+    int64_t radix;
+    int64_t symmetric;  // shared memory and the shm allreduce for the rounds
+  } mine{knob_partial_activation_radix.get(), shm_ && allreduce_uses_shm() ? 1 : 0};
+  if (mine.radix <= 0) mine.radix = shm_ ? size_ : 2;
+  mine.radix = std::clamp<int64_t>(mine.radix, 2, std::max(2, size_));
+  std::vector<Wish> all(static_cast<size_t>(size_));
+  QUORUM_CHECK(comm_.allgather(&mine, all.data(), sizeof(Wish)));
+  activation_radix_ = static_cast<int>(all[0].radix);  // one tree: rank 0's
+  *symmetric = true;  // symmetric round buffers only if every rank can use them
+  for (const Wish &w : all) *symmetric = *symmetric && w.symmetric == 1;
   return kOk;
 }
 

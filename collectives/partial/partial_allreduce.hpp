@@ -47,10 +47,11 @@
 // - Memory: one accumulator plus up to A+1 round buffers (rounds joined but not
 //   yet waited for hold their results), allocated on demand: at most (A+2) x
 //   count x dtype size, plus the allreduce's scratch per round in flight.
-//   With shared memory (every rank a process of this host, vectors of at
-//   least QUORUM_SHM_ZERO_COPY_BYTES) the first min(A+2, 4) are symmetric,
-//   made at creation, so a round's data phase reduces straight between the
-//   ranks' round buffers (the shm allreduce's zero-copy path).
+//   With shared memory (every rank a process of this host and the rounds on
+//   the shm allreduce, on every rank) the first min(A+2, 4) are symmetric,
+//   made at creation, so the data phase of a round of at least
+//   QUORUM_SHM_ZERO_COPY_BYTES reduces straight between the ranks' round
+//   buffers (the shm allreduce's zero-copy path).
 // - Tags: [object id: 8 bits][round: low 20 bits] in the sequence field; at most
 //   A+2 rounds of one object are in flight and A < 2^19, so the low bits are
 //   unambiguous. Object ids come from Communicator::next_object_id() (creation
@@ -193,7 +194,7 @@ class PartialAllreduce {
   // creation) so that rounds whose buffers every rank has there reduce
   // zero-copy; the rest are plain and allocated on demand.
   static constexpr size_t kSymmetricBuffers = 4;
-  Status reserve_symmetric_buffers();   // collective (creation)
+  Status reserve_symmetric_buffers();   // collective (creation), all or none
   uint8_t *new_buffer();                // nullptr when out of memory
   std::vector<uint8_t *> symmetric_;    // symmetric, not yet handed out
   std::vector<AlignedBuffer> buffers_;  // plain ones
@@ -243,8 +244,10 @@ class PartialAllreduce {
   std::vector<int64_t> sent_to_;    // activation messages sent to each peer
   std::vector<int64_t> recv_from_;  // received from each peer
   uint64_t activation_tag_ = 0;
-  int activation_radix_ = 2;        // k-nomial activation tree, the same on every rank
-  Status agree_activation_radix();  // collective (creation)
+  int activation_radix_ = 2;  // k-nomial activation tree, the same on every rank
+  // Collective (creation): the activation radix (rank 0's) and whether to
+  // make symmetric round buffers (every rank has shm and the shm allreduce).
+  Status agree_on_options(bool *symmetric);
 
   Status error_ = kOk;
   std::string error_detail_;

@@ -201,7 +201,7 @@ inline void majority_one_driver(Communicator &c, uint64_t rounds = 10) {
 // every rank: sum of all results (rounds + flush) == sum of all posts, exactly.
 inline void conservation(Communicator &c, quorum_partial_mode_t mode, uint64_t max_staleness,
                          uint64_t rounds = 24, int max_delay_us = 1500, uint64_t first_round = 0,
-                         size_t n = 33) {
+                         size_t n = 33, uint64_t *zero_copy_rounds = nullptr) {
   const int r = c.rank();
   PartialOptions o;
   o.mode = mode;
@@ -237,6 +237,7 @@ inline void conservation(Communicator &c, quorum_partial_mode_t mode, uint64_t m
   EXPECT_EQ(got, total) << "rank " << r << ": results do not add up to the posts";
   expect_same_hashes(c, hashes, "round results");
   EXPECT_EQ(p->dropped(), 0u);
+  if (zero_copy_rounds) *zero_copy_rounds = p->zero_copy_rounds();
   EXPECT_EQ(p->destroy(), QUORUM_OK) << last_error();
 }
 

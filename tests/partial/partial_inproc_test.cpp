@@ -19,7 +19,6 @@ namespace {
 using test::run_ranks;
 namespace cases = test::partial_cases;
 
-
 class Partial : public ::testing::TestWithParam<int> {};
 
 TEST_P(Partial, AllPostTogetherEqualsPlainAllreduce) {

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "tests/partial/partial_cases.hpp"
+#include "tests/support/knob_override.hpp"
 #include "tests/support/process_main.hpp"
 
 namespace quorum {
@@ -35,7 +36,23 @@ TEST(ProcessPartial, ConservationMajority) {
 // zero-copy, and ranks that join with nothing posted contribute the identity
 // without writing it (skipped as sources).
 TEST(ProcessPartial, ConservationSoloZeroCopy) {
-  cases::conservation(*test::process_comm(), QUORUM_PARTIAL_SOLO, 4, 24, 1500, 0, 20000);
+  uint64_t zero_copy = 0;
+  cases::conservation(*test::process_comm(), QUORUM_PARTIAL_SOLO, 4, 24, 1500, 0, 20000,
+                      &zero_copy);
+  if (test::process_comm()->has_shm_channel() && allreduce_uses_shm()) {
+    EXPECT_EQ(zero_copy, 25u) << "24 rounds and the flush";
+  }
+}
+// Rank 0 never takes the zero-copy path (its threshold is off) while the
+// others would: its first posted line says so, and every rank copies instead
+// of reading a stale line (which would hang or corrupt the rounds).
+TEST(ProcessPartial, ZeroCopyThresholdDiffersAcrossRanks) {
+  Communicator &c = *test::process_comm();
+  test::KnobOverride off("QUORUM_SHM_ZERO_COPY_BYTES", c.rank() == 0 ? "0" : "65536");
+  ASSERT_TRUE(off.found());
+  uint64_t zero_copy = 1;
+  cases::conservation(c, QUORUM_PARTIAL_SOLO, 2, 12, 1000, 0, 20000, &zero_copy);
+  EXPECT_EQ(zero_copy, 0u) << "rank " << c.rank();
 }
 TEST(ProcessPartial, LatePost) {
   cases::late_post(*test::process_comm(), true);

@@ -4,7 +4,7 @@
 //   quorum-bench [allreduce|bcast|allgather|reduce_scatter|barrier] [-b 8] [-e 64M] [-f 2]
 //                [-d float32] [-o sum] [-n iters] [-w warmup] [-c checks] [--json]
 //   quorum-bench partial [--compute-ms C] [--delay-ms D] [--model paper|slow-rank|exponential]
-//                        [--steps N] [--bytes 1M] [--max-staleness A] [--json]
+//                        [--steps N] [--bytes 1M] [--max-staleness A] [--copy-result] [--json]
 //
 // It bootstraps with quorum_init, so it runs alone, under quorum-run, under
 // mpirun (PMIx) and under srun. Exit status: 0 fine, 1 a quorum call failed,
@@ -127,6 +127,9 @@ int run(int argc, char **argv) {
       ->capture_default_str();
   partial->add_option("--seed", po.seed, "shared seed")->capture_default_str();
   partial->add_flag("--json", po.json, "JSON output");
+  partial->add_flag("--copy-result", po.copy_result,
+                    "take each round's result with quorum_partial_wait (a copy) instead of "
+                    "quorum_partial_wait_ref");
 
   try {
     app.parse(argc, argv);

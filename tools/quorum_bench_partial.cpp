@@ -6,7 +6,9 @@
 // then posts its gradient and waits for the round's result (sync: a plain
 // quorum_allreduce). The gradient and result buffers come from
 // quorum_mem_alloc for every variant (sync's allreduce then copies nothing on
-// one host; the partial rounds' own buffers are symmetric too). Delays are
+// one host; the partial rounds' own buffers are symmetric too), and the
+// partial variants take their result with quorum_partial_wait_ref (no copy;
+// --copy-result: quorum_partial_wait). Delays are
 // pure functions of (seed, step, rank), so all ranks agree without talking:
 //   paper        1 or 2 ranks per step, drawn with the step as shared seed, wait D ms
 //   slow-rank    the last rank waits D ms every step
@@ -202,8 +204,16 @@ VariantResult run_variant(quorum_comm_t comm, const PartialOptions &o, const cha
       s = quorum_partial_post(partial, grad);
       if (s != QUORUM_OK) die(comm, "quorum_partial_post", s);
       quorum_round_info_t info{};
-      s = quorum_partial_wait(partial, result, &info);
-      if (s != QUORUM_OK) die(comm, "quorum_partial_wait", s);
+      if (o.copy_result) {
+        s = quorum_partial_wait(partial, result, &info);
+        if (s != QUORUM_OK) die(comm, "quorum_partial_wait", s);
+      } else {
+        // The result stays inside the object (as sync's stays in place).
+        const void *lent = nullptr;
+        s = quorum_partial_wait_ref(partial, &lent, &info);
+        if (s != QUORUM_OK) die(comm, "quorum_partial_wait_ref", s);
+        result[0] = static_cast<const float *>(lent)[0];
+      }
       if (info.fresh >= 0 && info.fresh <= n) ++v.fresh_histogram[static_cast<size_t>(info.fresh)];
       quorum_round_stats_t rs{};
       s = quorum_partial_last_round_stats(partial, &rs);
@@ -275,8 +285,10 @@ int run_partial_bench(quorum_comm_t comm, const PartialOptions &o) {
   if (!o.json) {
     fmt::print("# quorum-bench partial: {} ranks, transport {}, {} steps, {} B float32 sum\n", n,
                quorum_comm_transport(comm), o.steps, std::max<size_t>(4, o.bytes / 4 * 4));
-    fmt::print("#   compute C = {} ms, delay D = {} ms, model {}, max staleness {}, seed {}\n",
-               o.compute_ms, o.delay_ms, o.model, o.max_staleness, o.seed);
+    fmt::print(
+        "#   compute C = {} ms, delay D = {} ms, model {}, max staleness {}, seed {}, results {}\n",
+        o.compute_ms, o.delay_ms, o.model, o.max_staleness, o.seed,
+        o.copy_result ? "copied (quorum_partial_wait)" : "lent (quorum_partial_wait_ref)");
     fmt::print(
         "#   ideal speedup over sync (the model with free communication): solo {:.3f}, "
         "majority {:.3f}\n#\n",
@@ -300,6 +312,7 @@ int run_partial_bench(quorum_comm_t comm, const PartialOptions &o) {
       j["delay_ms"] = o.delay_ms;
       j["model"] = o.model;
       j["max_staleness"] = o.max_staleness;
+      j["copy_result"] = o.copy_result;
       j["steps_per_s"] = rate;
       j["steps_per_s_mean_rank"] = mean_rate;
       j["ms_per_step"] = 1e3 * v.job_elapsed_s / o.steps;

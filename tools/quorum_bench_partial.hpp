@@ -19,6 +19,7 @@ struct PartialOptions {
   unsigned max_staleness = 32;
   unsigned long long seed = 42;
   bool json = false;
+  bool copy_result = false;  // quorum_partial_wait instead of quorum_partial_wait_ref
 };
 
 // Runs sync, solo and majority in turn; rank 0 prints. Returns the process

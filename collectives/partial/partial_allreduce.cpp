@@ -7,6 +7,7 @@
 #include <cstring>
 #include <functional>
 #include <limits>
+#include <utility>
 
 #include "collectives/algorithms/algorithms.hpp"
 #include "collectives/partial/activation.hpp"
@@ -198,13 +199,13 @@ uint8_t *PartialAllreduce::take_free_buffer() {
     free_.pop_back();
     return b;
   }
-  // One accumulator plus at most max_staleness + 1 round buffers.
-  if (allocated_ >= opts_.max_staleness + 2) return nullptr;
+  // One accumulator plus at most max_staleness + 1 round buffers (and a lent one).
+  if (allocated_ >= opts_.max_staleness + 2 + (lent_ ? 1 : 0)) return nullptr;
   return new_buffer();
 }
 
 Status PartialAllreduce::reserve_symmetric_buffers() {
-  const size_t n = std::min<size_t>(opts_.max_staleness + 2, kSymmetricBuffers);
+  const size_t n = std::min<size_t>(opts_.max_staleness + 3, kSymmetricBuffers);
   const size_t stride = (bytes_ + 4095) / 4096 * 4096;
   void *base = nullptr;
   QUORUM_CHECK(shm_->alloc_symmetric(n * stride, &base));
@@ -578,6 +579,7 @@ Status PartialAllreduce::post(const void *contribution) {
       restore_last_error(error_detail_);
       return error_;
     }
+    return_lent();
     if (posted_) {
       return fail(QUORUM_ERR_INVALID_ARG, "partial",
                   "partial_post: rank {} posted twice for round {} without a wait in between",
@@ -658,7 +660,11 @@ Status PartialAllreduce::wait_for_round(uint64_t round, const char *what) {
   return kOk;
 }
 
-Status PartialAllreduce::consume(void *result, PartialRoundInfo *info) {
+void PartialAllreduce::return_lent() {
+  if (lent_) free_.push_back(std::exchange(lent_, nullptr));
+}
+
+Status PartialAllreduce::consume(void *result, const void **ref, PartialRoundInfo *info) {
   std::unique_ptr<Round> r;
   {
     std::lock_guard<std::mutex> lock(engine_->mutex());
@@ -674,14 +680,20 @@ Status PartialAllreduce::consume(void *result, PartialRoundInfo *info) {
     last_info_ = r->info;
   }
   Status s = kOk;
-  if (buffer_kind(result) == BufferKind::Device) {
+  if (ref) {
+    *ref = r->buf;
+  } else if (buffer_kind(result) == BufferKind::Device) {
     s = device_copy(result, r->buf, bytes_);
   } else {
     std::memcpy(result, r->buf, bytes_);
   }
   {
     std::lock_guard<std::mutex> lock(engine_->mutex());
-    free_.push_back(r->buf);
+    if (ref) {
+      lent_ = r->buf;
+    } else {
+      free_.push_back(r->buf);
+    }
   }
   if (info) *info = r->info;
   return s;
@@ -689,6 +701,16 @@ Status PartialAllreduce::consume(void *result, PartialRoundInfo *info) {
 
 Status PartialAllreduce::wait(void *result, PartialRoundInfo *info) {
   if (!result) return fail(QUORUM_ERR_INVALID_ARG, "partial", "partial_wait: NULL result buffer");
+  return wait_common(result, nullptr, info);
+}
+
+Status PartialAllreduce::wait_ref(const void **result, PartialRoundInfo *info) {
+  if (!result) return fail(QUORUM_ERR_INVALID_ARG, "partial", "partial_wait_ref: NULL output");
+  *result = nullptr;
+  return wait_common(nullptr, result, info);
+}
+
+Status PartialAllreduce::wait_common(void *result, const void **ref, PartialRoundInfo *info) {
   uint64_t k;
   {
     std::lock_guard<std::mutex> lock(engine_->mutex());
@@ -697,6 +719,7 @@ Status PartialAllreduce::wait(void *result, PartialRoundInfo *info) {
       restore_last_error(error_detail_);
       return error_;
     }
+    return_lent();
     k = waited_;
     // Arriving at a synchronous round without a post: join with what we carry.
     // Majority: the initiator waiting without a post activates its round (only
@@ -710,7 +733,7 @@ Status PartialAllreduce::wait(void *result, PartialRoundInfo *info) {
     }
   }
   QUORUM_CHECK(wait_for_round(k, "wait"));
-  return consume(result, info);
+  return consume(result, ref, info);
 }
 
 Status PartialAllreduce::flush(void *result, PartialRoundInfo *info) {
@@ -723,6 +746,7 @@ Status PartialAllreduce::flush(void *result, PartialRoundInfo *info) {
       restore_last_error(error_detail_);
       return error_;
     }
+    return_lent();
     if (posted_) {
       return fail(QUORUM_ERR_INVALID_ARG, "partial",
                   "partial_flush: rank {} has a post for round {} that was not waited for", rank_,
@@ -738,7 +762,7 @@ Status PartialAllreduce::flush(void *result, PartialRoundInfo *info) {
     QUORUM_CHECK(join(k, false, true, true));
   }
   QUORUM_CHECK(wait_for_round(k, "flush"));
-  return consume(result, info);
+  return consume(result, nullptr, info);
 }
 
 Status PartialAllreduce::destroy() {

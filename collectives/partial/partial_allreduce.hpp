@@ -46,12 +46,11 @@
 //   is a plain allreduce.
 // - Memory: one accumulator plus up to A+1 round buffers (rounds joined but not
 //   yet waited for hold their results), allocated on demand: at most (A+2) x
-//   count x dtype size, plus the allreduce's scratch per round in flight.
-//   With shared memory (every rank a process of this host and the rounds on
-//   the shm allreduce, on every rank) the first min(A+2, 4) are symmetric,
-//   made at creation, so the data phase of a round of at least
-//   QUORUM_SHM_ZERO_COPY_BYTES reduces straight between the ranks' round
-//   buffers (the shm allreduce's zero-copy path).
+//   count x dtype size (A+3 while a wait_ref result is lent), plus the allreduce's scratch per
+//   round in flight. With shared memory (every rank a process of this host and the rounds on the
+//   shm allreduce, on every rank) the first min(A+3, 4) are symmetric, made at creation, so the
+//   data phase of a round of at least QUORUM_SHM_ZERO_COPY_BYTES reduces straight between the
+//   ranks' round buffers (the shm allreduce's zero-copy path).
 // - Tags: [object id: 8 bits][round: low 20 bits] in the sequence field; at most
 //   A+2 rounds of one object are in flight and A < 2^19, so the low bits are
 //   unambiguous. Object ids come from Communicator::next_object_id() (creation
@@ -127,6 +126,9 @@ class PartialAllreduce {
 
   Status post(const void *contribution);
   Status wait(void *result, PartialRoundInfo *info = nullptr);
+  // wait() without the copy: *result points at the round's result inside the
+  // object (host memory), valid until the next post, wait, flush or destroy.
+  Status wait_ref(const void **result, PartialRoundInfo *info = nullptr);
   Status flush(void *result, PartialRoundInfo *info = nullptr);
   // Collective; after it only the destructor may be called.
   Status destroy();
@@ -163,7 +165,10 @@ class PartialAllreduce {
   uint8_t *take_free_buffer();
   void clear_to_identity(uint8_t *buf) const;
   Status wait_for_round(uint64_t round, const char *what);
-  Status consume(void *result, PartialRoundInfo *info);
+  // The waited round's result: copied to result, or lent (*ref) until the next call.
+  Status consume(void *result, const void **ref, PartialRoundInfo *info);
+  Status wait_common(void *result, const void **ref, PartialRoundInfo *info);
+  void return_lent();  // mutex held
   bool in_flight_locked(std::string *why) const;
   void abort_rounds_locked(Status s);
   // Aborts rounds, cancels transfers, waits until they stop, removes the poller.
@@ -207,7 +212,8 @@ class PartialAllreduce {
   bool accumulator_empty_ = true;
   Status accumulate(const void *contribution);  // mutex held
   std::vector<uint8_t *> free_;
-  AlignedBuffer staging_;  // host copy of a device-memory contribution
+  uint8_t *lent_ = nullptr;  // the result wait_ref handed out (one more buffer while lent)
+  AlignedBuffer staging_;    // host copy of a device-memory contribution
 
   // Round bookkeeping (engine mutex).
   uint64_t joined_ = 0;         // next round to join

@@ -73,6 +73,20 @@ quorum_status_t quorum_partial_wait(quorum_partial_t partial, void *result,
   return s;
 }
 
+quorum_status_t quorum_partial_wait_ref(quorum_partial_t partial, const void **result,
+                                        quorum_round_info_t *info) {
+  CHECK_PARTIAL(partial);
+  quorum::PartialRoundInfo ri;
+  Status s = partial->obj->wait_ref(result, &ri);
+  if (s == QUORUM_OK && info) {
+    info->round = ri.round;
+    info->fresh = ri.fresh;
+    info->own_fresh = ri.own_fresh ? 1 : 0;
+    info->initiator = ri.initiator;
+  }
+  return s;
+}
+
 quorum_status_t quorum_partial_last_round_stats(quorum_partial_t partial,
                                                 quorum_round_stats_t *stats) {
   CHECK_PARTIAL(partial);

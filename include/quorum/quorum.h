@@ -123,6 +123,12 @@ quorum_status_t quorum_partial_create(quorum_comm_t comm, size_t count, quorum_d
 quorum_status_t quorum_partial_post(quorum_partial_t partial, const void *contribution);
 quorum_status_t quorum_partial_wait(quorum_partial_t partial, void *result,
                                     quorum_round_info_t *info);
+/* quorum_partial_wait without the copy: *result points at the round's result
+ * inside the object (host memory, count elements), valid until the next post,
+ * wait, wait_ref, flush or destroy on it. Saves one pass over the vector per
+ * step (it matters when ranks share memory bandwidth). */
+quorum_status_t quorum_partial_wait_ref(quorum_partial_t partial, const void **result,
+                                        quorum_round_info_t *info);
 quorum_status_t quorum_partial_flush(quorum_partial_t partial, void *result);
 quorum_status_t quorum_partial_destroy(quorum_partial_t partial);
 

@@ -109,6 +109,14 @@ class Partial {
     check(quorum_partial_wait(p_, result, &info));
     return info;
   }
+  // wait() without the copy: the round's result inside the object, valid
+  // until the next post, wait, wait_ref, flush or destroy.
+  const T *wait_ref(quorum_round_info_t *info = nullptr) {
+    const void *result = nullptr;
+    quorum_round_info_t local{};
+    check(quorum_partial_wait_ref(p_, &result, info ? info : &local));
+    return static_cast<const T *>(result);
+  }
   // Timing and staleness of the round the last wait() returned.
   quorum_round_stats_t last_round_stats() const {
     quorum_round_stats_t stats{};

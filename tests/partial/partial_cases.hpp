@@ -201,7 +201,7 @@ inline void majority_one_driver(Communicator &c, uint64_t rounds = 10) {
 // every rank: sum of all results (rounds + flush) == sum of all posts, exactly.
 inline void conservation(Communicator &c, quorum_partial_mode_t mode, uint64_t max_staleness,
                          uint64_t rounds = 24, int max_delay_us = 1500, uint64_t first_round = 0,
-                         size_t n = 33, uint64_t *zero_copy_rounds = nullptr) {
+                         size_t n = 33, uint64_t *zero_copy_rounds = nullptr, bool borrow = false) {
   const int r = c.rank();
   PartialOptions o;
   o.mode = mode;
@@ -220,7 +220,16 @@ inline void conservation(Communicator &c, quorum_partial_mode_t mode, uint64_t m
     for (size_t i = 0; i < n; ++i) posted[i] += in[i];
     ASSERT_EQ(p->post(in.data()), QUORUM_OK) << last_error();
     PartialRoundInfo info;
-    ASSERT_EQ(p->wait(out.data(), &info), QUORUM_OK) << "rank " << r << ": " << last_error();
+    if (borrow) {
+      // The result inside the object, valid until the next call on it.
+      const void *ref = nullptr;
+      ASSERT_EQ(p->wait_ref(&ref, &info), QUORUM_OK) << "rank " << r << ": " << last_error();
+      ASSERT_NE(ref, nullptr);
+      std::memcpy(out.data(), ref, n * sizeof(int64_t));
+      EXPECT_LE(p->buffers_allocated(), max_staleness + 3);
+    } else {
+      ASSERT_EQ(p->wait(out.data(), &info), QUORUM_OK) << "rank " << r << ": " << last_error();
+    }
     EXPECT_EQ(info.round, first_round + k);
     EXPECT_GE(info.fresh, 1);
     for (size_t i = 0; i < n; ++i) got[i] += out[i];

@@ -45,6 +45,14 @@ TEST_P(Partial, ConservationWithCarryMajority) {
             [](Communicator &c) { cases::conservation(c, QUORUM_PARTIAL_MAJORITY, 3); });
 }
 
+// Results lent by wait_ref instead of copied; A = 0 needs the extra buffer.
+TEST_P(Partial, ConservationBorrowedResults) {
+  run_ranks(GetParam(), [](Communicator &c) {
+    cases::conservation(c, QUORUM_PARTIAL_SOLO, 0, 12, 1000, 0, 33, nullptr, true);
+    cases::conservation(c, QUORUM_PARTIAL_MAJORITY, 2, 12, 1000, 0, 33, nullptr, true);
+  });
+}
+
 TEST_P(Partial, ConservationWithoutProgressThread) {
   CommOptions opts;
   opts.progress_thread = "off";

@@ -54,6 +54,17 @@ TEST(ProcessPartial, ZeroCopyThresholdDiffersAcrossRanks) {
   cases::conservation(c, QUORUM_PARTIAL_SOLO, 2, 12, 1000, 0, 20000, &zero_copy);
   EXPECT_EQ(zero_copy, 0u) << "rank " << c.rank();
 }
+// wait_ref: results lent instead of copied (one buffer more in flight), with
+// every round synchronous (A = 0) and with activations, small and zero-copy.
+TEST(ProcessPartial, ConservationBorrowedResults) {
+  for (uint64_t a : {0, 2}) {
+    for (size_t n : {size_t{33}, size_t{20000}}) {
+      SCOPED_TRACE("max_staleness " + std::to_string(a) + ", n " + std::to_string(n));
+      cases::conservation(*test::process_comm(), QUORUM_PARTIAL_SOLO, a, 12, 1000, 0, n, nullptr,
+                          true);
+    }
+  }
+}
 TEST(ProcessPartial, LatePost) {
   cases::late_post(*test::process_comm(), true);
   cases::late_post(*test::process_comm(), false);

@@ -97,10 +97,13 @@ Status CollectiveReducer::reduce_gradients(float *grads, size_t count, MemoryKin
     quorum_status_t s = quorum_partial_post(partial_, buf);
     if (s != QUORUM_OK) return api_error(s, "posting the gradient");
     quorum_round_info_t round{};
-    s = quorum_partial_wait(partial_, buf, &round);
+    // The round's sum stays in the object; one pass scales it into buf.
+    const void *sum = nullptr;
+    s = quorum_partial_wait_ref(partial_, &sum, &round);
     if (s != QUORUM_OK) return api_error(s, "waiting for the partial allreduce");
     const float scale = 1.0f / static_cast<float>(size_);
-    for (size_t i = 0; i < count; ++i) buf[i] *= scale;
+    const float *in = static_cast<const float *>(sum);
+    for (size_t i = 0; i < count; ++i) buf[i] = in[i] * scale;
     if (memory == MemoryKind::Cuda) backend_->copy_to_device(grads, buf, count * sizeof(float));
     local.contributors = round.fresh;
     quorum_round_stats_t stats{};

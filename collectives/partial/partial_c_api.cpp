@@ -21,6 +21,19 @@ struct quorum_partial {
     }                                                                                      \
   } while (0)
 
+namespace {
+// The public view of a waited round (when the wait succeeded and info is wanted).
+quorum_status_t with_info(Status s, const quorum::PartialRoundInfo &ri, quorum_round_info_t *info) {
+  if (s == QUORUM_OK && info) {
+    info->round = ri.round;
+    info->fresh = ri.fresh;
+    info->own_fresh = ri.own_fresh ? 1 : 0;
+    info->initiator = ri.initiator;
+  }
+  return s;
+}
+}  // namespace
+
 extern "C" {
 
 quorum_status_t quorum_partial_create(quorum_comm_t comm, size_t count, quorum_dtype_t dtype,
@@ -63,28 +76,14 @@ quorum_status_t quorum_partial_wait(quorum_partial_t partial, void *result,
                                     quorum_round_info_t *info) {
   CHECK_PARTIAL(partial);
   quorum::PartialRoundInfo ri;
-  Status s = partial->obj->wait(result, &ri);
-  if (s == QUORUM_OK && info) {
-    info->round = ri.round;
-    info->fresh = ri.fresh;
-    info->own_fresh = ri.own_fresh ? 1 : 0;
-    info->initiator = ri.initiator;
-  }
-  return s;
+  return with_info(partial->obj->wait(result, &ri), ri, info);
 }
 
 quorum_status_t quorum_partial_wait_ref(quorum_partial_t partial, const void **result,
                                         quorum_round_info_t *info) {
   CHECK_PARTIAL(partial);
   quorum::PartialRoundInfo ri;
-  Status s = partial->obj->wait_ref(result, &ri);
-  if (s == QUORUM_OK && info) {
-    info->round = ri.round;
-    info->fresh = ri.fresh;
-    info->own_fresh = ri.own_fresh ? 1 : 0;
-    info->initiator = ri.initiator;
-  }
-  return s;
+  return with_info(partial->obj->wait_ref(result, &ri), ri, info);
 }
 
 quorum_status_t quorum_partial_last_round_stats(quorum_partial_t partial,

@@ -202,6 +202,10 @@ Status Communicator::make_shm_channel(std::unique_ptr<ShmChannel> *out) {
   return ShmChannel::create(shm_group(), out);
 }
 
+Status Communicator::alloc_symmetric(ShmChannel &channel, size_t bytes, void **out) {
+  return channel.regions().alloc(shm_group(), bytes, out);
+}
+
 Status Communicator::mem_alloc(size_t bytes, void **ptr) {
   if (ptr == nullptr) return fail(QUORUM_ERR_INVALID_ARG, "api", "mem_alloc: NULL result pointer");
   *ptr = nullptr;
@@ -218,7 +222,7 @@ Status Communicator::mem_alloc(size_t bytes, void **ptr) {
     }
   }
   if (shm_) {
-    QUORUM_CHECK(shm_->regions().alloc(shm_group(), bytes, ptr));  // not the bootstrap's
+    QUORUM_CHECK(alloc_symmetric(*shm_, bytes, ptr));
     if (*ptr != nullptr) return kOk;
     QLOG_INFO("shm", "mem_alloc: no shared segment for {} B; plain memory (no zero-copy)", bytes);
   }

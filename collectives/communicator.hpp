@@ -78,6 +78,10 @@ class Communicator {
   // Local; ptr must come from mem_alloc on this communicator and be in no
   // collective in flight on any rank.
   Status mem_free(void *ptr);
+  // Collective: a symmetric buffer in `channel`'s regions (this communicator's
+  // shm channel or a persistent object's), nullptr on every rank when no
+  // segment can be made.
+  Status alloc_symmetric(ShmChannel &channel, size_t bytes, void **out);
   // Allreduces that took the zero-copy path on this rank (tests, statistics).
   uint64_t zero_copy_allreduces() const { return shm_ ? shm_->zero_copy_ops() : 0; }
   bool has_shm_channel() const { return shm_ != nullptr; }

@@ -80,7 +80,6 @@ Status ShmChannel::create(const ShmGroup &group, std::unique_ptr<ShmChannel> *ou
   ch->segment_ = std::move(seg);
   ch->data_ = ch->segment_->data() + header;
   ch->rank_ = group.rank;
-  ch->group_ = group;
   ch->size_ = p;
   ch->slots_ = kSlots;
   ch->chunk_bytes_ = chunk;

@@ -133,11 +133,9 @@ class ShmChannel {
   uint8_t *result(int s) const {
     return data_ + (static_cast<size_t>(size_) * slots_ + s) * chunk_bytes_;
   }
-  // Symmetric buffers (quorum_mem_alloc) of this channel's ranks.
+  // Symmetric buffers (quorum_mem_alloc) of this channel's ranks
+  // (Communicator::alloc_symmetric makes them).
   ShmRegions &regions() { return regions_; }
-  // Collective over the channel's group: a symmetric buffer (nullptr on every
-  // rank when no segment can be made).
-  Status alloc_symmetric(size_t bytes, void **out) { return regions_.alloc(group_, bytes, out); }
   // How many allreduces took the zero-copy path on this rank.
   uint64_t zero_copy_ops() const { return zero_copy_ops_.load(std::memory_order_relaxed); }
   void count_zero_copy() { zero_copy_ops_.fetch_add(1, std::memory_order_relaxed); }
@@ -172,7 +170,6 @@ class ShmChannel {
   std::atomic<uint64_t> done_prefix_{0};
   std::unique_ptr<std::atomic<uint64_t>[]> peer_done_;  // per rank, local to this process
   ShmRegions regions_;
-  ShmGroup group_;  // for later collective allocations
   std::atomic<uint64_t> zero_copy_ops_{0};
 };
 

@@ -208,7 +208,7 @@ Status PartialAllreduce::reserve_symmetric_buffers() {
   const size_t n = std::min<size_t>(opts_.max_staleness + 3, kSymmetricBuffers);
   const size_t stride = (bytes_ + 4095) / 4096 * 4096;
   void *base = nullptr;
-  QUORUM_CHECK(shm_->alloc_symmetric(n * stride, &base));
+  QUORUM_CHECK(comm_.alloc_symmetric(*shm_, n * stride, &base));
   if (!base) return kOk;  // no segment on some rank: plain buffers everywhere
   for (size_t i = n; i-- > 0;) symmetric_.push_back(static_cast<uint8_t *>(base) + i * stride);
   return kOk;

@@ -16,19 +16,22 @@
 //   does. The activator broadcasts {round, root} on a k-nomial tree rooted at
 //   itself (binomial in activation.hpp; QUORUM_PARTIAL_ACTIVATION_RADIX, by
 //   default flat, radix P, when every rank is on this host, where each hop
-//   costs a progress-thread wake-up; the ranks use rank 0's value); every rank forwards along every
-//   tree it hears of while the round is not complete locally, so each tree reaches every rank even
-//   when several ranks activate the same round at once. A rank joins round k once, on the first
-//   activation it sees; later ones are discarded by round id (a completed round implies every rank
-//   joined it, so nothing is lost). Activation receives stay posted from every peer (one per peer,
-//   one tag per object, reposted after each message).
+//   costs a progress-thread wake-up; the ranks use rank 0's value); every rank
+//   forwards along every tree it hears of while the round is not complete
+//   locally, so each tree reaches every rank even when several ranks activate
+//   the same round at once. A rank joins round k once, on the first activation
+//   it sees; later ones are discarded by round id (a completed round implies
+//   every rank joined it, so nothing is lost). Activation receives stay posted
+//   from every peer (one per peer, one tag per object, reposted after each
+//   message).
 // - Wire cost per round: activations: (number of activators) x (P-1) messages
 //   of 16 B (none in synchronous rounds); data: the ordinary allreduce picked
 //   by size (recursive doubling / ring, see algorithms/); header: recursive
 //   doubling over 5 + 2*ceil(P/32) int64 (log2 P steps).
-// - Snapshot. Joining takes the accumulator as the round's input and puts a
-//   cleared buffer (the op's identity) in its place, under the engine mutex that
-//   post also holds: a post lands wholly in one round.
+// - Snapshot. Joining takes the accumulator as the round's input and puts an
+//   empty buffer in its place (stale bytes: the first post copies into it; a
+//   join with nothing posted contributes the op's identity), under the engine
+//   mutex that post also holds: a post lands wholly in one round.
 // - Carry (default): a post that missed its round (this rank had joined it
 //   already) stays in the accumulator and rides in the next round this rank
 //   joins, so every contribution is in exactly one round's sum. Drop: it is
@@ -46,10 +49,11 @@
 //   is a plain allreduce.
 // - Memory: one accumulator plus up to A+1 round buffers (rounds joined but not
 //   yet waited for hold their results), allocated on demand: at most (A+2) x
-//   count x dtype size (A+3 while a wait_ref result is lent), plus the allreduce's scratch per
-//   round in flight. With shared memory (every rank a process of this host and the rounds on the
-//   shm allreduce, on every rank) the first min(A+3, 4) are symmetric, made at creation, so the
-//   data phase of a round of at least QUORUM_SHM_ZERO_COPY_BYTES reduces straight between the
+//   count x dtype size (A+3 while a wait_ref result is lent), plus the
+//   allreduce's scratch per round in flight. With shared memory (every rank a
+//   process of this host and the rounds on the shm allreduce, on every rank)
+//   the first min(A+3, 4) are symmetric, made at creation, so the data phase of
+//   a round of at least QUORUM_SHM_ZERO_COPY_BYTES reduces straight between the
 //   ranks' round buffers (the shm allreduce's zero-copy path).
 // - Tags: [object id: 8 bits][round: low 20 bits] in the sequence field; at most
 //   A+2 rounds of one object are in flight and A < 2^19, so the low bits are

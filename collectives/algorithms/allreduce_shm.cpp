@@ -96,6 +96,40 @@ Status ShmChannel::create(const ShmGroup &group, std::unique_ptr<ShmChannel> *ou
   return kOk;
 }
 
+void ShmChannel::finish_chunks(uint64_t from, uint64_t to) {
+  uint64_t cur = done_prefix_.load(std::memory_order_seq_cst);
+  while (cur >= from && cur < to) {
+    // In order (the common case): no lock. Then take over ranges that waited
+    // for this one; seq_cst pairs this CAS and that load with the other
+    // branch's count store and prefix load, so one of the two sees the other.
+    if (done_prefix_.compare_exchange_weak(cur, to, std::memory_order_seq_cst)) {
+      if (ahead_count_.load(std::memory_order_seq_cst) == 0) return;
+      std::lock_guard<std::mutex> lock(ahead_mutex_);
+      absorb_ahead_locked();
+      return;
+    }
+  }
+  if (cur >= to) return;  // already covered
+  std::lock_guard<std::mutex> lock(ahead_mutex_);
+  uint64_t &end = ahead_[from];
+  end = std::max(end, to);
+  ahead_count_.store(ahead_.size(), std::memory_order_seq_cst);
+  absorb_ahead_locked();
+}
+
+void ShmChannel::absorb_ahead_locked() {
+  while (!ahead_.empty()) {
+    auto first = ahead_.begin();
+    uint64_t cur = done_prefix_.load(std::memory_order_seq_cst);
+    if (first->first > cur) return;
+    const uint64_t end = first->second;
+    ahead_.erase(first);
+    ahead_count_.store(ahead_.size(), std::memory_order_seq_cst);
+    while (cur < end && !done_prefix_.compare_exchange_weak(cur, end, std::memory_order_seq_cst)) {
+    }
+  }
+}
+
 namespace {
 
 class ShmAllreduceTask : public Task {
@@ -140,7 +174,7 @@ class ShmAllreduceTask : public Task {
       }
       const size_t before = first_;
       while (first_ < nchunks_ && stage_[first_] == kDone) ++first_;
-      if (first_ != before) ch_->raise_done_prefix(base_, base_ + first_);
+      if (first_ != before) ch_->finish_chunks(base_, base_ + first_);
       if (first_ == nchunks_) {
         waiting_.release();
         return TaskResult::Done;
@@ -288,6 +322,11 @@ class ShmAllreduceTask : public Task {
     }
     if (stage_[c] == kZeroCopyReduced) {
       if (!all_reached(&ShmChannel::reduced, s, tag)) return moved;
+      // finish_zero_copy claims the slots of this op's last chunks: an earlier
+      // op's chunk there (one still waiting on a peer, while this op went
+      // ahead without slots) must be finished here first, or its later done
+      // flag would go back below ours and a peer could rewrite the slot under it.
+      if (ch_->done_prefix() < base_) return moved;
       finish_zero_copy();
       return true;
     }

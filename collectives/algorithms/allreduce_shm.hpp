@@ -41,7 +41,9 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
+#include <map>
 #include <memory>
+#include <mutex>
 
 #include "collectives/algorithms/shm_regions.hpp"
 #include "runtime/bootstrap/bootstrap.hpp"
@@ -94,17 +96,15 @@ class ShmChannel {
     return (tag & kTagMask) | (lag << 48);
   }
   // This rank's done prefix: every chunk g < it is finished here (input read,
-  // result out). Raised by the task that finishes the oldest chunks.
-  // Release/acquire: the finished chunks' reads of the segment happen before a
-  // post that publishes the prefix, even when another thread finished them.
+  // result out). Release/acquire: the finished chunks' reads of the segment
+  // happen before a post that publishes the prefix, even when another thread
+  // finished them.
   uint64_t done_prefix() const { return done_prefix_.load(std::memory_order_acquire); }
-  void raise_done_prefix(uint64_t from, uint64_t to) {
-    uint64_t cur = done_prefix_.load(std::memory_order_relaxed);
-    while (cur >= from && cur < to &&
-           !done_prefix_.compare_exchange_weak(cur, to, std::memory_order_release,
-                                               std::memory_order_relaxed)) {
-    }
-  }
+  // Chunks [from, to) are finished here (called again with a larger `to` as an
+  // op's chunks finish). Ops may finish out of order (a one-chunk op whose
+  // slot was free before its predecessor's last chunk): such a range waits in
+  // a list until the prefix reaches it, so the prefix never stalls.
+  void finish_chunks(uint64_t from, uint64_t to);
   // The highest done prefix learned of rank q (from its posted words).
   uint64_t peer_done_prefix(int q) const {
     return peer_done_[static_cast<size_t>(q)].load(std::memory_order_acquire);
@@ -151,6 +151,8 @@ class ShmChannel {
 
  private:
   static constexpr size_t kLine = 64;
+  // Moves the prefix over every waiting range it reaches.
+  void absorb_ahead_locked();
   std::atomic<uint64_t> &line(size_t i) const {
     return *reinterpret_cast<std::atomic<uint64_t> *>(segment_->data() + i * kLine);
   }
@@ -168,6 +170,10 @@ class ShmChannel {
   size_t zero_copy_bytes_ = SIZE_MAX;
   std::atomic<uint64_t> next_chunk_{0};
   std::atomic<uint64_t> done_prefix_{0};
+  // Ranges finished ahead of the prefix (start -> end), under ahead_mutex_.
+  std::mutex ahead_mutex_;
+  std::map<uint64_t, uint64_t> ahead_;
+  std::atomic<size_t> ahead_count_{0};
   std::unique_ptr<std::atomic<uint64_t>[]> peer_done_;  // per rank, local to this process
   ShmRegions regions_;
   std::atomic<uint64_t> zero_copy_ops_{0};

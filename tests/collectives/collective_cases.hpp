@@ -198,6 +198,53 @@ inline void SymmetricBuffers(Communicator &c) {
   EXPECT_EQ(c.barrier(), QUORUM_OK);
 }
 
+// A copying allreduce still in flight (non-blocking, two chunks) while a
+// zero-copy one on mem_alloc buffers runs to its end, then a copying one on
+// the same slots, many times over. The zero-copy op needs no slots of its own
+// and can finish first; it may claim its slots only once the earlier op's
+// chunks are finished on its rank, or a slot's done flag goes back down (the
+// next allreduce then waits forever) and a peer may rewrite a slot still read.
+inline void ZeroCopyOvertakesCopy(Communicator &c) {
+  const int p = c.size(), r = c.rank();
+  const size_t big = 100000;  // two 256 KiB chunks of int32
+  const size_t n = 70001;     // above QUORUM_SHM_ZERO_COPY_BYTES
+  void *sym = nullptr;
+  ASSERT_EQ(c.mem_alloc(n * sizeof(int32_t), &sym), QUORUM_OK) << last_error();
+  auto *zc = static_cast<int32_t *>(sym);
+  std::vector<int32_t> before(big), after(big);
+  const uint64_t zero_copy_before = c.zero_copy_allreduces();
+  const int iterations = 300;
+  for (int it = 0; it < iterations; ++it) {
+    for (size_t i = 0; i < big; ++i) before[i] = r + it + static_cast<int32_t>(i % 501);
+    for (size_t i = 0; i < n; ++i) zc[i] = 2 * r + it + static_cast<int32_t>(i % 307);
+    for (size_t i = 0; i < big; ++i) after[i] = 3 * r + it + static_cast<int32_t>(i % 211);
+    RequestPtr req;
+    ASSERT_EQ(c.iallreduce(QUORUM_IN_PLACE, before.data(), big, QUORUM_INT32, QUORUM_SUM, &req),
+              QUORUM_OK);
+    ASSERT_EQ(c.allreduce(QUORUM_IN_PLACE, zc, n, QUORUM_INT32, QUORUM_SUM), QUORUM_OK)
+        << "rank " << r << " iteration " << it << ": " << last_error();
+    ASSERT_EQ(c.wait(req), QUORUM_OK)
+        << "rank " << r << " iteration " << it << ": " << last_error();
+    ASSERT_EQ(c.allreduce(QUORUM_IN_PLACE, after.data(), big, QUORUM_INT32, QUORUM_SUM), QUORUM_OK)
+        << "rank " << r << " iteration " << it << ": " << last_error();
+    const int32_t ranks = p * (p - 1) / 2;
+    for (size_t i = 0; i < big; ++i) {
+      ASSERT_EQ(before[i], ranks + p * (it + static_cast<int32_t>(i % 501)))
+          << "rank " << r << " iteration " << it << " element " << i;
+      ASSERT_EQ(after[i], 3 * ranks + p * (it + static_cast<int32_t>(i % 211)))
+          << "rank " << r << " iteration " << it << " element " << i;
+    }
+    for (size_t i = 0; i < n; ++i) {
+      ASSERT_EQ(zc[i], 2 * ranks + p * (it + static_cast<int32_t>(i % 307)))
+          << "rank " << r << " iteration " << it << " element " << i;
+    }
+  }
+  if (c.has_shm_channel() && allreduce_uses_shm()) {
+    EXPECT_EQ(c.zero_copy_allreduces() - zero_copy_before, static_cast<uint64_t>(iterations));
+  }
+  EXPECT_EQ(c.mem_free(sym), QUORUM_OK);
+}
+
 inline void BcastFromEveryRoot(Communicator &c) {
   const int p = c.size();
   for (int root = 0; root < p; ++root) {

@@ -20,6 +20,9 @@ TEST_P(Collectives, NonBlockingAllreduceOverlaps) {
 TEST_P(Collectives, SymmetricBuffers) {
   test::run_ranks(GetParam(), test::SymmetricBuffers);
 }
+TEST_P(Collectives, ZeroCopyOvertakesCopy) {
+  test::run_ranks(GetParam(), test::ZeroCopyOvertakesCopy);
+}
 TEST_P(Collectives, BcastFromEveryRoot) {
   test::run_ranks(GetParam(), test::BcastFromEveryRoot);
 }

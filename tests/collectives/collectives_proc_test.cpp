@@ -31,6 +31,9 @@ TEST_F(ProcessCollectives, SmallAndLargeInterleaved) {
 TEST_F(ProcessCollectives, SymmetricBuffers) {
   test::SymmetricBuffers(*test::process_comm());
 }
+TEST_F(ProcessCollectives, ZeroCopyOvertakesCopy) {
+  test::ZeroCopyOvertakesCopy(*test::process_comm());
+}
 TEST_F(ProcessCollectives, Bcast) {
   test::BcastFromEveryRoot(*test::process_comm());
 }

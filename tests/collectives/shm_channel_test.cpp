@@ -1,0 +1,85 @@
+// shm_channel_test.cpp: the shm channel's done prefix on one rank. Ops finish
+// their chunk ranges in any order (a later op may finish before an earlier
+// one's last chunk); the prefix must cover exactly the ranges below which
+// every chunk is finished, and never stall, from one thread or several.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstring>
+#include <random>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "collectives/algorithms/allreduce_shm.hpp"
+
+namespace quorum {
+namespace {
+
+std::unique_ptr<ShmChannel> one_rank_channel() {
+  ShmGroup g;
+  g.allgather = [](const void *mine, void *all, size_t bytes) {
+    std::memcpy(all, mine, bytes);
+    return kOk;
+  };
+  std::unique_ptr<ShmChannel> ch;
+  EXPECT_EQ(ShmChannel::create(g, &ch), kOk) << last_error();
+  return ch;
+}
+
+TEST(ShmChannel, DonePrefixInOrderAndOutOfOrder) {
+  auto ch = one_rank_channel();
+  ASSERT_NE(ch, nullptr);
+  EXPECT_EQ(ch->done_prefix(), 0u);
+  ch->finish_chunks(0, 2);
+  EXPECT_EQ(ch->done_prefix(), 2u);
+  ch->finish_chunks(2, 3);  // an op's first chunk, then the rest
+  ch->finish_chunks(2, 5);
+  EXPECT_EQ(ch->done_prefix(), 5u);
+  ch->finish_chunks(7, 8);  // ahead: 5 and 6 are not finished
+  EXPECT_EQ(ch->done_prefix(), 5u);
+  ch->finish_chunks(6, 7);
+  EXPECT_EQ(ch->done_prefix(), 5u);
+  ch->finish_chunks(5, 6);  // the gap closes: everything waiting is absorbed
+  EXPECT_EQ(ch->done_prefix(), 8u);
+  ch->finish_chunks(10, 11);  // one op ahead, in two calls
+  ch->finish_chunks(10, 12);
+  ch->finish_chunks(8, 10);
+  EXPECT_EQ(ch->done_prefix(), 12u);
+  ch->finish_chunks(8, 10);  // a repeated call changes nothing
+  EXPECT_EQ(ch->done_prefix(), 12u);
+}
+
+// Threads finish shuffled disjoint ranges, some in two calls: the prefix ends
+// at the total (no range lost between the lock-free and the locked branch).
+TEST(ShmChannel, DonePrefixFromSeveralThreads) {
+  for (int trial = 0; trial < 20; ++trial) {
+    auto ch = one_rank_channel();
+    ASSERT_NE(ch, nullptr);
+    std::vector<std::pair<uint64_t, uint64_t>> ranges;
+    std::mt19937 rng(static_cast<unsigned>(trial));
+    uint64_t at = 0;
+    for (int i = 0; i < 400; ++i) {
+      const uint64_t n = 1 + rng() % 4;
+      ranges.emplace_back(at, at + n);
+      at += n;
+    }
+    std::shuffle(ranges.begin(), ranges.end(), rng);
+    const int threads = 4;
+    std::vector<std::thread> pool;
+    for (int t = 0; t < threads; ++t) {
+      pool.emplace_back([&, t] {
+        for (size_t i = static_cast<size_t>(t); i < ranges.size(); i += threads) {
+          const auto [from, to] = ranges[i];
+          if (to - from > 1) ch->finish_chunks(from, from + 1);
+          ch->finish_chunks(from, to);
+        }
+      });
+    }
+    for (auto &th : pool) th.join();
+    EXPECT_EQ(ch->done_prefix(), at) << "trial " << trial;
+  }
+}
+
+}  // namespace
+}  // namespace quorum

@@ -114,12 +114,25 @@ void Communicator::want_progress_thread() {
 
 Status Communicator::finalize(bool force) {
   if (finalized_) return kOk;
+  // Objects still alive let go first (while the engine still runs).
+  auto hooks = std::move(finalize_hooks_);
+  finalize_hooks_.clear();
+  for (auto &entry : hooks) entry.second();
   finalized_ = true;
   if (engine_) engine_->stop_thread();
   Status s = kOk;
   if (transport_ && engine_) s = transport_->shutdown(*bootstrap_);
   (void)force;
   return s;
+}
+
+int Communicator::add_finalize_hook(std::function<void()> hook) {
+  finalize_hooks_.emplace(next_hook_id_, std::move(hook));
+  return next_hook_id_++;
+}
+
+void Communicator::remove_finalize_hook(int id) {
+  finalize_hooks_.erase(id);
 }
 
 Status Communicator::run_local(const CollArgs &a) {

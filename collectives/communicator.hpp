@@ -7,6 +7,7 @@
 #pragma once
 
 #include <atomic>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -97,6 +98,12 @@ class Communicator {
   uint64_t next_object_id() { return next_object_id_++; }
   bool signature_check() const { return signature_check_; }
 
+  // Persistent objects (partial collectives) register what lets go of this
+  // communicator should it be finalized before they are destroyed; finalize
+  // runs what is still registered, first.
+  int add_finalize_hook(std::function<void()> hook);
+  void remove_finalize_hook(int id);
+
   // A shared-memory channel of its own for a persistent object (collective
   // over this communicator); empty when this communicator has none.
   Status make_shm_channel(std::unique_ptr<ShmChannel> *out);
@@ -136,6 +143,8 @@ class Communicator {
   uint64_t next_object_id_ = 0;
   bool signature_check_ = false;
   bool finalized_ = false;
+  std::map<int, std::function<void()>> finalize_hooks_;
+  int next_hook_id_ = 0;
 };
 
 // Argument checks shared by the C and C++ entry points.

@@ -132,6 +132,7 @@ Status PartialAllreduce::create(Communicator &comm, size_t count, quorum_dtype_t
   }
   PartialAllreduce *self = p.get();
   p->poller_id_ = p->engine_->add_poller([self] { return self->poll(); });
+  p->finalize_hook_ = comm.add_finalize_hook([self] { self->orphan(); });
   comm.want_progress_thread();
   QLOG_DEBUG("partial", "created #{}: {} x {} {}, {}, max_staleness {}, {}", p->object_id_, count,
              dtype_name(dtype), op_name(op),
@@ -144,13 +145,42 @@ Status PartialAllreduce::create(Communicator &comm, size_t count, quorum_dtype_t
 PartialAllreduce::PartialAllreduce(Communicator &comm) : comm_(comm) {}
 
 PartialAllreduce::~PartialAllreduce() {
+  if (orphaned_) return;  // released when the communicator was finalized
+  if (finalize_hook_ >= 0) comm_.remove_finalize_hook(finalize_hook_);
   // Not destroyed collectively: release locally (rounds aborted, receives cancelled).
   if (!destroyed_) release();
 }
 
+void PartialAllreduce::orphan() {
+  if (!destroyed_) {
+    // A failed object is expected here (an application's error path).
+    log(error_ != kOk ? LogLevel::Info : LogLevel::Warn, "partial",
+        "partial #{} rank {}: the communicator is finalized before the partial collective was "
+        "destroyed; released locally (destroy it before quorum_finalize)",
+        object_id_, rank_);
+    release();
+  }
+  orphaned_ = true;
+  finalize_hook_ = -1;
+}
+
+std::unique_lock<std::mutex> PartialAllreduce::lock_engine() const {
+  if (orphaned_) return {};
+  return std::unique_lock<std::mutex>(engine_->mutex());
+}
+
+Status PartialAllreduce::released_error(const char *call) const {
+  if (orphaned_) {
+    return fail(QUORUM_ERR_INVALID_ARG, "partial",
+                "{}: partial #{}'s communicator was finalized (the object was released then)", call,
+                object_id_);
+  }
+  return fail(QUORUM_ERR_INVALID_ARG, "partial", "{} after destroy", call);
+}
+
 Status PartialAllreduce::release() {
   {
-    std::lock_guard<std::mutex> lock(engine_->mutex());
+    auto lock = lock_engine();
     destroyed_ = true;
     abort_rounds_locked(QUORUM_ERR_INVALID_ARG);
     for (auto &r : recvs_) {
@@ -181,7 +211,7 @@ Status PartialAllreduce::release() {
       [] { return std::string("releasing"); });
   if (poller_id_ >= 0) engine_->remove_poller(poller_id_);
   poller_id_ = -1;
-  std::lock_guard<std::mutex> lock(engine_->mutex());
+  auto lock = lock_engine();
   rounds_.clear();
   sends_.clear();
   return s;
@@ -239,7 +269,7 @@ Status PartialAllreduce::accumulate(const void *contribution) {
 }
 
 size_t PartialAllreduce::buffers_allocated() const {
-  std::lock_guard<std::mutex> lock(engine_->mutex());
+  auto lock = lock_engine();
   return allocated_;
 }
 
@@ -573,8 +603,8 @@ Status PartialAllreduce::post(const void *contribution) {
   }
   Status s = kOk;
   {
-    std::lock_guard<std::mutex> lock(engine_->mutex());
-    if (destroyed_) return fail(QUORUM_ERR_INVALID_ARG, "partial", "partial_post after destroy");
+    auto lock = lock_engine();
+    if (destroyed_) return released_error("partial_post");
     if (error_ != kOk) {
       restore_last_error(error_detail_);
       return error_;
@@ -653,7 +683,7 @@ Status PartialAllreduce::wait_for_round(uint64_t round, const char *what) {
       },
       describe);
   if (s != kOk) {
-    std::lock_guard<std::mutex> lock(engine_->mutex());
+    auto lock = lock_engine();
     if (!error_detail_.empty()) restore_last_error(error_detail_);
     return error_ != kOk ? error_ : s;
   }
@@ -667,7 +697,7 @@ void PartialAllreduce::return_lent() {
 Status PartialAllreduce::consume(void *result, const void **ref, PartialRoundInfo *info) {
   std::unique_ptr<Round> r;
   {
-    std::lock_guard<std::mutex> lock(engine_->mutex());
+    auto lock = lock_engine();
     if (rounds_.empty() || rounds_.front()->id != waited_ || !rounds_.front()->complete) {
       return fail(QUORUM_ERR_INTERNAL, "partial", "partial #{} rank {}: round {} not ready",
                   object_id_, rank_, waited_);
@@ -688,7 +718,7 @@ Status PartialAllreduce::consume(void *result, const void **ref, PartialRoundInf
     std::memcpy(result, r->buf, bytes_);
   }
   {
-    std::lock_guard<std::mutex> lock(engine_->mutex());
+    auto lock = lock_engine();
     if (ref) {
       lent_ = r->buf;
     } else {
@@ -713,8 +743,8 @@ Status PartialAllreduce::wait_ref(const void **result, PartialRoundInfo *info) {
 Status PartialAllreduce::wait_common(void *result, const void **ref, PartialRoundInfo *info) {
   uint64_t k;
   {
-    std::lock_guard<std::mutex> lock(engine_->mutex());
-    if (destroyed_) return fail(QUORUM_ERR_INVALID_ARG, "partial", "partial_wait after destroy");
+    auto lock = lock_engine();
+    if (destroyed_) return released_error("partial_wait");
     if (error_ != kOk) {
       restore_last_error(error_detail_);
       return error_;
@@ -740,8 +770,8 @@ Status PartialAllreduce::flush(void *result, PartialRoundInfo *info) {
   if (!result) return fail(QUORUM_ERR_INVALID_ARG, "partial", "partial_flush: NULL result buffer");
   uint64_t k;
   {
-    std::lock_guard<std::mutex> lock(engine_->mutex());
-    if (destroyed_) return fail(QUORUM_ERR_INVALID_ARG, "partial", "partial_flush after destroy");
+    auto lock = lock_engine();
+    if (destroyed_) return released_error("partial_flush");
     if (error_ != kOk) {
       restore_last_error(error_detail_);
       return error_;
@@ -770,7 +800,8 @@ Status PartialAllreduce::destroy() {
   bool in_flight = false, failed = false;
   std::vector<int64_t> counts(size_ + 1, 0);
   {
-    std::lock_guard<std::mutex> lock(engine_->mutex());
+    auto lock = lock_engine();
+    if (orphaned_) return released_error("partial_destroy");
     if (destroyed_) return fail(QUORUM_ERR_INVALID_ARG, "partial", "partial_destroy called twice");
     in_flight = in_flight_locked(&why);
     failed = error_ != kOk;
@@ -828,22 +859,22 @@ Status PartialAllreduce::destroy() {
 }
 
 uint64_t PartialAllreduce::next_round() const {
-  std::lock_guard<std::mutex> lock(engine_->mutex());
+  auto lock = lock_engine();
   return waited_;
 }
 
 uint64_t PartialAllreduce::dropped() const {
-  std::lock_guard<std::mutex> lock(engine_->mutex());
+  auto lock = lock_engine();
   return dropped_;
 }
 
 uint64_t PartialAllreduce::carried() const {
-  std::lock_guard<std::mutex> lock(engine_->mutex());
+  auto lock = lock_engine();
   return carried_;
 }
 
 std::vector<uint64_t> PartialAllreduce::fresh_histogram() const {
-  std::lock_guard<std::mutex> lock(engine_->mutex());
+  auto lock = lock_engine();
   return histogram_;
 }
 

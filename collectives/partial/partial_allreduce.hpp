@@ -177,8 +177,17 @@ class PartialAllreduce {
   void abort_rounds_locked(Status s);
   // Aborts rounds, cancels transfers, waits until they stop, removes the poller.
   Status release();
+  // The communicator is being finalized before this object was destroyed:
+  // release, then never touch the communicator or its engine again.
+  void orphan();
+  // The engine mutex (none once orphaned: the engine is gone).
+  std::unique_lock<std::mutex> lock_engine() const;
+  // The error of a call after destroy or after the communicator's finalize.
+  Status released_error(const char *call) const;
 
   Communicator &comm_;
+  int finalize_hook_ = -1;
+  bool orphaned_ = false;
   ProgressEngine *engine_ = nullptr;
   Transport *transport_ = nullptr;
   int rank_ = 0;

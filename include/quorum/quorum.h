@@ -130,6 +130,11 @@ quorum_status_t quorum_partial_wait(quorum_partial_t partial, void *result,
 quorum_status_t quorum_partial_wait_ref(quorum_partial_t partial, const void **result,
                                         quorum_round_info_t *info);
 quorum_status_t quorum_partial_flush(quorum_partial_t partial, void *result);
+/* Collective; frees the handle whatever the outcome. Destroy partial objects
+ * before quorum_finalize: a finalize releases the ones still alive (locally,
+ * with a warning), after which every call on them but this one is refused
+ * (QUORUM_ERR_INVALID_ARG) and this one only frees the handle (also
+ * QUORUM_ERR_INVALID_ARG). */
 quorum_status_t quorum_partial_destroy(quorum_partial_t partial);
 
 /* Extension: timing and staleness of the round the last quorum_partial_wait

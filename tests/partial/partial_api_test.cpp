@@ -175,6 +175,44 @@ TEST(PartialCApi, ArgumentErrors) {
   });
 }
 
+// quorum_finalize before quorum_partial_destroy (an error path of an
+// application): the object is released at finalize, later calls on it are
+// INVALID_ARG naming the finalize, and destroy frees the handle; nothing
+// touches the finalized communicator. Once with a round waited, once with a
+// post still in flight.
+TEST(PartialCApi, FinalizeBeforeDestroyReleasesTheObject) {
+  for (bool in_flight : {false, true}) {
+    auto group = ThreadGroup::create(2);
+    std::vector<std::thread> threads;
+    for (int r = 0; r < 2; ++r) {
+      threads.emplace_back([&, r] {
+        CommOptions o;
+        o.transport = "inproc";
+        auto *h = new quorum_comm;
+        ASSERT_EQ(Communicator::create(group->bootstrap(r), &h->comm, o), QUORUM_OK);
+        quorum_partial_t pa = nullptr;
+        ASSERT_EQ(quorum_partial_create(h, 4, QUORUM_INT64, QUORUM_SUM, nullptr, &pa), QUORUM_OK);
+        int64_t v[4] = {1, 2, 3, 4}, out[4];
+        ASSERT_EQ(quorum_partial_post(pa, v), QUORUM_OK);
+        if (!in_flight) {
+          ASSERT_EQ(quorum_partial_wait(pa, out, nullptr), QUORUM_OK);
+        }
+        // Both ranks are past their partial calls before either finalizes.
+        ASSERT_EQ(quorum_barrier(h), QUORUM_OK);
+        EXPECT_EQ(quorum_finalize(h), QUORUM_OK) << quorum_last_error();
+        EXPECT_EQ(quorum_partial_post(pa, v), QUORUM_ERR_INVALID_ARG);
+        EXPECT_NE(std::string(quorum_last_error()).find("finalized"), std::string::npos)
+            << quorum_last_error();
+        EXPECT_EQ(quorum_partial_wait(pa, out, nullptr), QUORUM_ERR_INVALID_ARG);
+        EXPECT_EQ(quorum_partial_destroy(pa), QUORUM_ERR_INVALID_ARG);
+        EXPECT_NE(std::string(quorum_last_error()).find("finalized"), std::string::npos)
+            << quorum_last_error();
+      });
+    }
+    for (auto &t : threads) t.join();
+  }
+}
+
 TEST(PartialCApi, OtherOpsUseTheirIdentity) {
   run_c_ranks(3, [](quorum_comm_t comm) {
     const int r = quorum_comm_rank(comm);

@@ -6,7 +6,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <random>
 #include <vector>
 
 #include "collectives/algorithms/algorithm.hpp"
@@ -241,6 +243,83 @@ inline void ZeroCopyOvertakesCopy(Communicator &c) {
   }
   if (c.has_shm_channel() && allreduce_uses_shm()) {
     EXPECT_EQ(c.zero_copy_allreduces() - zero_copy_before, static_cast<uint64_t>(iterations));
+  }
+  EXPECT_EQ(c.mem_free(sym), QUORUM_OK);
+}
+
+// A random mix (the same on every rank, from a shared seed) of blocking and
+// non-blocking allreduces, up to three in flight, from 4 B to 1.2 MB, in place
+// and out of place, on mem_alloc and on ordinary buffers: every path of the
+// shm allreduce (inline payload, replicated, sliced, zero-copy, copying)
+// interleaved on the same slots, finished in any order.
+inline void RandomMixOfAllreduces(Communicator &c) {
+  const int p = c.size(), r = c.rank();
+  constexpr size_t kMax = 300000, kBuffers = 4;
+  void *sym = nullptr;
+  ASSERT_EQ(c.mem_alloc(kBuffers * kMax * sizeof(int32_t), &sym), QUORUM_OK) << last_error();
+  std::vector<std::vector<int32_t>> plain(kBuffers, std::vector<int32_t>(kMax));
+  std::vector<std::vector<int32_t>> out(kBuffers, std::vector<int32_t>(kMax));
+  struct Op {
+    int32_t *result;
+    size_t n;
+    int id;
+    RequestPtr req;
+  };
+  std::vector<Op> in_flight;
+  std::vector<bool> busy(kBuffers, false);
+  auto check = [&](const Op &op) {
+    for (size_t i = 0; i < op.n; ++i) {
+      ASSERT_EQ(op.result[i], p * (p - 1) / 2 + p * (op.id + static_cast<int32_t>(i % 97)))
+          << "rank " << r << " op " << op.id << " (" << op.n << " elements) element " << i;
+    }
+  };
+  auto finish = [&](size_t k) {
+    Op op = in_flight[k];
+    in_flight.erase(in_flight.begin() + static_cast<long>(k));
+    ASSERT_EQ(c.wait(op.req), QUORUM_OK) << "rank " << r << " op " << op.id << ": " << last_error();
+    check(op);
+  };
+  std::mt19937 rng(2024);  // the same sequence on every rank
+  for (int id = 0; id < 600; ++id) {
+    if (in_flight.size() == 3 || (!in_flight.empty() && rng() % 3 == 0)) {
+      const size_t k = rng() % in_flight.size();
+      const size_t slot = static_cast<size_t>(in_flight[k].id) % kBuffers;
+      finish(k);
+      if (::testing::Test::HasFatalFailure()) return;
+      busy[slot] = false;
+    }
+    size_t slot = static_cast<size_t>(id) % kBuffers;
+    if (busy[slot]) {  // its earlier op is still in flight: finish that one first
+      for (size_t k = 0; k < in_flight.size(); ++k) {
+        if (static_cast<size_t>(in_flight[k].id) % kBuffers == slot) {
+          finish(k);
+          break;
+        }
+      }
+      if (::testing::Test::HasFatalFailure()) return;
+      busy[slot] = false;
+    }
+    const size_t n = std::min<size_t>(kMax, size_t{1} << (rng() % 19)) + rng() % 7;
+    const bool symmetric = rng() % 2 == 0, in_place = rng() % 3 != 0, blocking = rng() % 2 == 0;
+    int32_t *send = symmetric ? static_cast<int32_t *>(sym) + slot * kMax : plain[slot].data();
+    int32_t *recv = in_place ? send : out[slot].data();
+    for (size_t i = 0; i < n; ++i) send[i] = r + id + static_cast<int32_t>(i % 97);
+    const void *src = in_place ? QUORUM_IN_PLACE : send;
+    if (blocking) {
+      ASSERT_EQ(c.allreduce(src, recv, n, QUORUM_INT32, QUORUM_SUM), QUORUM_OK)
+          << "rank " << r << " op " << id << ": " << last_error();
+      check(Op{recv, n, id, nullptr});
+      if (::testing::Test::HasFatalFailure()) return;
+      continue;
+    }
+    Op op{recv, n, id, nullptr};
+    ASSERT_EQ(c.iallreduce(src, recv, n, QUORUM_INT32, QUORUM_SUM, &op.req), QUORUM_OK);
+    in_flight.push_back(op);
+    busy[slot] = true;
+  }
+  while (!in_flight.empty()) {
+    finish(0);
+    if (::testing::Test::HasFatalFailure()) return;
   }
   EXPECT_EQ(c.mem_free(sym), QUORUM_OK);
 }

@@ -23,6 +23,9 @@ TEST_P(Collectives, SymmetricBuffers) {
 TEST_P(Collectives, ZeroCopyOvertakesCopy) {
   test::run_ranks(GetParam(), test::ZeroCopyOvertakesCopy);
 }
+TEST_P(Collectives, RandomMixOfAllreduces) {
+  test::run_ranks(GetParam(), test::RandomMixOfAllreduces);
+}
 TEST_P(Collectives, BcastFromEveryRoot) {
   test::run_ranks(GetParam(), test::BcastFromEveryRoot);
 }

@@ -34,6 +34,9 @@ TEST_F(ProcessCollectives, SymmetricBuffers) {
 TEST_F(ProcessCollectives, ZeroCopyOvertakesCopy) {
   test::ZeroCopyOvertakesCopy(*test::process_comm());
 }
+TEST_F(ProcessCollectives, RandomMixOfAllreduces) {
+  test::RandomMixOfAllreduces(*test::process_comm());
+}
 TEST_F(ProcessCollectives, Bcast) {
   test::BcastFromEveryRoot(*test::process_comm());
 }

@@ -345,14 +345,18 @@ int main(int argc, char **argv) {
     observer.set_distributed(dist->rank(), dist.get());
   }
   qt::TrainResult result;
+  // On failure the peers may be gone or stuck elsewhere: free the partial
+  // object locally (no collective destroy) and leave.
   if (qt::train(cfg, backend.get(), data, reducer, &observer, &result) != quorum::kOk) {
     std::fprintf(stderr, "quorum-train: %s\n", quorum::last_error());
+    if (dist) dist->abandon();
     if (comm) quorum_finalize(comm);
     return 1;
   }
   double drained = 0;
   if (dist && dist->finish(&drained) != quorum::kOk) {
     std::fprintf(stderr, "quorum-train: %s\n", quorum::last_error());
+    dist->abandon();
     quorum_finalize(comm);
     return 1;
   }

@@ -108,6 +108,13 @@ quorum_status_t quorum_partial_flush(quorum_partial_t partial, void *result) {
   return partial->obj->flush(result);
 }
 
+/* Local: the object's destructor releases it (or finalize already did). */
+quorum_status_t quorum_partial_free(quorum_partial_t partial) {
+  CHECK_PARTIAL(partial);
+  delete partial;
+  return QUORUM_OK;
+}
+
 /* Collective; the handle is released whatever the outcome. */
 quorum_status_t quorum_partial_destroy(quorum_partial_t partial) {
   CHECK_PARTIAL(partial);

@@ -136,6 +136,11 @@ quorum_status_t quorum_partial_flush(quorum_partial_t partial, void *result);
  * (QUORUM_ERR_INVALID_ARG) and this one only frees the handle (also
  * QUORUM_ERR_INVALID_ARG). */
 quorum_status_t quorum_partial_destroy(quorum_partial_t partial);
+/* Local, not collective: frees the object and its handle without destroy's
+ * collective part (rounds in flight are aborted, activations not drained).
+ * For error paths, where peers may be gone or elsewhere; also quiet after
+ * quorum_finalize. */
+quorum_status_t quorum_partial_free(quorum_partial_t partial);
 
 /* Extension: timing and staleness of the round the last quorum_partial_wait
  * returned on this rank (for benchmarks and monitoring). Times are

@@ -130,6 +130,11 @@ Status CollectiveReducer::finish(double *drained_l1) {
   return s == QUORUM_OK ? kOk : api_error(s, "destroying the partial allreduce");
 }
 
+void CollectiveReducer::abandon() {
+  if (partial_) quorum_partial_free(partial_);
+  partial_ = nullptr;
+}
+
 Status CollectiveReducer::check_replicas(uint32_t crc32, bool *agree) {
   std::vector<uint32_t> all(static_cast<size_t>(size_));
   quorum_status_t s = quorum_allgather(comm_, &crc32, all.data(), sizeof(crc32));

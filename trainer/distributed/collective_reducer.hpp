@@ -53,6 +53,8 @@ class CollectiveReducer : public GradientReducer {
   // Collective: drains what partial rounds still carry (flush) and frees them.
   // Returns the L1 norm of the drained gradient sum (0 for sync), for the log.
   Status finish(double *drained_l1);
+  // Local (error paths): frees the partial object without the collective destroy.
+  void abandon();
   // Collective: gathers every rank's parameter checksum; *agree when all equal.
   Status check_replicas(uint32_t crc32, bool *agree);
 

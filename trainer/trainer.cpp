@@ -236,6 +236,18 @@ Status train(const TrainConfig &cfg, Backend *backend, const DataSplit &data,
     model->read_params(&result->params);
     rep.param_crc32 = params_crc32(result->params);
     rep.param_sum = params_sum(result->params);
+    if (!std::isfinite(rep.param_sum)) {
+      // Diverged: say so and stop (the replicas are identical, so every rank
+      // stops here), without overwriting the checkpoint with these parameters.
+      result->last = rep;
+      result->global_step = st.global_step;
+      if (observer) observer->on_epoch(rep);
+      return fail(QUORUM_ERR_INVALID_ARG, "train",
+                  "training diverged: the parameters are not finite after step {} (epoch {}); "
+                  "lower --lr, or see trainer/README.md for partial runs (--warmup-epochs, "
+                  "--sync-epochs, --drop-late)",
+                  st.global_step, st.epoch + 1);
+    }
     if (rep.complete) {
       ++st.epoch;
       st.step_in_epoch = 0;

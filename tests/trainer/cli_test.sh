@@ -1,7 +1,8 @@
 #!/bin/bash
-# cli_test.sh: quorum-train's command line: bad flags fail with a message,
-# --help works, a short synthetic run writes JSON lines, and --checkpoint /
-# --resume through the CLI ends on the same parameters as an uninterrupted run.
+# cli_test.sh: quorum-train's command line: bad flags (and a diverging rate)
+# fail with a message, --help works, a short synthetic run writes JSON lines,
+# and --checkpoint / --resume through the CLI ends on the same parameters as an
+# uninterrupted run.
 # Usage: cli_test.sh path/to/quorum-train
 set -u
 bin="$1"
@@ -36,6 +37,7 @@ expect_error "unknown lr decay" "--lr-decay" --lr-decay linear --data synthetic
 expect_error "negative sync epochs" "--sync-epochs" --sync-epochs -1 --data synthetic
 expect_error "cuda backend" "cuda" --backend cuda --data synthetic
 expect_error "missing checkpoint" "$tmp/nope" --data synthetic --resume "$tmp/nope"
+expect_error "diverging run" "training diverged" --data synthetic --batch 32 --epochs 2 --lr 1e6
 
 "$bin" --help >"$tmp/help" 2>&1 || fail "--help exit status"
 grep -q -- "--checkpoint" "$tmp/help" || fail "--help does not list --checkpoint"

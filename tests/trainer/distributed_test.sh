@@ -5,6 +5,8 @@
 #  2. sync, solo and majority with injected imbalance keep replicas bitwise
 #     identical every epoch (quorum-train compares checksums; exit 3 if not).
 #  3. --sync-epochs makes a partial run synchronous through its first epochs.
+#  4. A diverging majority run stops on every rank with a clear error (and the
+#     partial object, never destroyed on that path, is released at finalize).
 set -u
 run=$1
 train=$2
@@ -49,6 +51,15 @@ done
 grep -q "replicas=agree" "$tmp/sync_start" || fail "solo --sync-epochs 1: no replicas=agree"
 grep "epoch 1:" "$tmp/sync_start" | grep -q "fresh 3.00 carried 0 (0.00 steps late)" ||
   fail "solo --sync-epochs 1: epoch 1 was not synchronous: $(grep 'epoch 1:' "$tmp/sync_start")"
+
+# Divergence: every rank reports it, quorum-run fails, nothing crashes.
+if "$run" -n 3 --timeout 300 -- "$train" --data synthetic --model fm-s --epochs 2 --lr 1e6 \
+  --seed 5 --progress-every 0 --batch 16 --reduce majority >"$tmp/diverge" 2>&1; then
+  fail "diverging run exited 0"
+fi
+[ "$(grep -c 'quorum-train: .*training diverged' "$tmp/diverge")" -eq 3 ] ||
+  fail "diverging run: not every rank reported it: $(tail -8 "$tmp/diverge")"
+grep -qi "segmentation\|signal 11" "$tmp/diverge" && fail "diverging run crashed: $(tail -8 "$tmp/diverge")"
 
 [ $failures -eq 0 ] && echo "all distributed checks passed"
 exit $((failures > 0))

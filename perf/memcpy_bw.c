@@ -10,30 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
-static size_t parse_size(const char *text) {
-  char *end = NULL;
-  unsigned long long v = strtoull(text, &end, 10);
-  if (end == text) return 0;
-  switch (*end) {
-    case 'k':
-    case 'K':
-      v <<= 10;
-      break;
-    case 'm':
-    case 'M':
-      v <<= 20;
-      break;
-    case 'g':
-    case 'G':
-      v <<= 30;
-      break;
-    case '\0':
-      break;
-    default:
-      return 0;
-  }
-  return (size_t)v;
-}
+#include "parse_size.h"
 
 static double now_s(void) {
   struct timespec ts;

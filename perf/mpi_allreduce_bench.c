@@ -14,30 +14,7 @@
 #include <string.h>
 #include <unistd.h>
 
-static size_t parse_size(const char *text) {
-  char *end = NULL;
-  unsigned long long v = strtoull(text, &end, 10);
-  if (end == text) return 0;
-  switch (*end) {
-    case 'k':
-    case 'K':
-      v <<= 10;
-      break;
-    case 'm':
-    case 'M':
-      v <<= 20;
-      break;
-    case 'g':
-    case 'G':
-      v <<= 30;
-      break;
-    case '\0':
-      break;
-    default:
-      return 0;
-  }
-  return (size_t)v;
-}
+#include "parse_size.h"
 
 /* The same scaling as quorum-bench: about 256 MiB per size, 5..1000 calls. */
 static int auto_iters(size_t bytes) {

@@ -38,6 +38,20 @@ Status UcxTransport::check_peer(int peer, const char *op) const {
   return kOk;
 }
 
+ucp_request_param_t UcxTransport::request_param() {
+  ucp_request_param_t param{};
+  param.op_attr_mask =
+      UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_DATATYPE;
+  param.user_data = this;
+  param.datatype = ucp_dt_make_contig(1);
+  if (!cuda_memory_) {
+    // Saves UCX the pointer classification when only host memory is possible.
+    param.op_attr_mask |= UCP_OP_ATTR_FIELD_MEMORY_TYPE;
+    param.memory_type = UCS_MEMORY_TYPE_HOST;
+  }
+  return param;
+}
+
 Status UcxTransport::send(int peer, uint64_t tag, const void *buf, size_t bytes,
                           TransportRequest *req) {
   if (req == nullptr) return fail(QUORUM_ERR_INVALID_ARG, "ucx", "send without a request");
@@ -56,17 +70,8 @@ Status UcxTransport::send(int peer, uint64_t tag, const void *buf, size_t bytes,
     req->complete(status);
     return status;
   }
-  ucp_request_param_t param{};
-  param.op_attr_mask =
-      UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_DATATYPE;
+  ucp_request_param_t param = request_param();
   param.cb.send = &UcxTransport::send_callback;
-  param.user_data = this;
-  param.datatype = ucp_dt_make_contig(1);
-  if (!cuda_memory_) {
-    // Saves UCX the pointer classification when only host memory is possible.
-    param.op_attr_mask |= UCP_OP_ATTR_FIELD_MEMORY_TYPE;
-    param.memory_type = UCS_MEMORY_TYPE_HOST;
-  }
   ucs_status_ptr_t request =
       ucp_tag_send_nbx(peers_[peer]->ep, buf, bytes, wire_tag(rank_, tag), &param);
   if (request == nullptr) {
@@ -111,16 +116,8 @@ Status UcxTransport::recv(int peer, uint64_t tag, void *buf, size_t bytes, Trans
     req->complete(status);
     return status;
   }
-  ucp_request_param_t param{};
-  param.op_attr_mask =
-      UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_DATATYPE;
+  ucp_request_param_t param = request_param();
   param.cb.recv = &UcxTransport::recv_callback;
-  param.user_data = this;
-  param.datatype = ucp_dt_make_contig(1);
-  if (!cuda_memory_) {
-    param.op_attr_mask |= UCP_OP_ATTR_FIELD_MEMORY_TYPE;
-    param.memory_type = UCS_MEMORY_TYPE_HOST;
-  }
   ucs_status_ptr_t request =
       message != nullptr
           ? ucp_tag_msg_recv_nbx(worker_, buf, bytes, message, &param)

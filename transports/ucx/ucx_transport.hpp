@@ -91,6 +91,9 @@ class UcxTransport : public Transport {
   void log_selected_transports();
   Status check_peer(int peer, const char *op) const;
 
+  // A tagged send/recv's parameters (contiguous bytes, this as user data, the
+  // callback flag set: the caller fills cb.send or cb.recv).
+  ucp_request_param_t request_param();
   static void send_callback(void *request, ucs_status_t status, void *user_data);
   static void recv_callback(void *request, ucs_status_t status, const ucp_tag_recv_info_t *info,
                             void *user_data);

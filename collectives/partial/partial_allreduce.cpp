@@ -169,6 +169,16 @@ std::unique_lock<std::mutex> PartialAllreduce::lock_engine() const {
   return std::unique_lock<std::mutex>(engine_->mutex());
 }
 
+Status PartialAllreduce::begin_call_locked(const char *call) {
+  if (destroyed_) return released_error(call);
+  if (error_ != kOk) {
+    restore_last_error(error_detail_);
+    return error_;
+  }
+  return_lent();
+  return kOk;
+}
+
 Status PartialAllreduce::released_error(const char *call) const {
   if (orphaned_) {
     return fail(QUORUM_ERR_INVALID_ARG, "partial",
@@ -604,12 +614,7 @@ Status PartialAllreduce::post(const void *contribution) {
   Status s = kOk;
   {
     auto lock = lock_engine();
-    if (destroyed_) return released_error("partial_post");
-    if (error_ != kOk) {
-      restore_last_error(error_detail_);
-      return error_;
-    }
-    return_lent();
+    QUORUM_CHECK(begin_call_locked("partial_post"));
     if (posted_) {
       return fail(QUORUM_ERR_INVALID_ARG, "partial",
                   "partial_post: rank {} posted twice for round {} without a wait in between",
@@ -744,12 +749,7 @@ Status PartialAllreduce::wait_common(void *result, const void **ref, PartialRoun
   uint64_t k;
   {
     auto lock = lock_engine();
-    if (destroyed_) return released_error("partial_wait");
-    if (error_ != kOk) {
-      restore_last_error(error_detail_);
-      return error_;
-    }
-    return_lent();
+    QUORUM_CHECK(begin_call_locked("partial_wait"));
     k = waited_;
     // Arriving at a synchronous round without a post: join with what we carry.
     // Majority: the initiator waiting without a post activates its round (only
@@ -771,12 +771,7 @@ Status PartialAllreduce::flush(void *result, PartialRoundInfo *info) {
   uint64_t k;
   {
     auto lock = lock_engine();
-    if (destroyed_) return released_error("partial_flush");
-    if (error_ != kOk) {
-      restore_last_error(error_detail_);
-      return error_;
-    }
-    return_lent();
+    QUORUM_CHECK(begin_call_locked("partial_flush"));
     if (posted_) {
       return fail(QUORUM_ERR_INVALID_ARG, "partial",
                   "partial_flush: rank {} has a post for round {} that was not waited for", rank_,

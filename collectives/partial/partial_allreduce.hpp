@@ -184,6 +184,9 @@ class PartialAllreduce {
   std::unique_lock<std::mutex> lock_engine() const;
   // The error of a call after destroy or after the communicator's finalize.
   Status released_error(const char *call) const;
+  // Mutex held, at the start of post/wait/flush: the object's error or the
+  // released error if any, else takes back a lent result.
+  Status begin_call_locked(const char *call);
 
   Communicator &comm_;
   int finalize_hook_ = -1;

@@ -15,8 +15,9 @@
 //   exponential  every rank waits Exp(mean D) ms every step
 // Reported per variant: steps/s of the job (slowest rank's elapsed time) and
 // mean over ranks, the ratio to sync, the fresh-contribution histogram, and
-// whether the sum of everything posted came back (carry + flush), the mean
-// activation latency and the staleness of carried contributions. Each
+// whether the sum of everything posted came back (carry + flush), the
+// activation latency of activated rounds (median and 90th percentile; the mean
+// is in the JSON) and the staleness of carried contributions. Each
 // variant's ideal speedup replays the same delays with free communication
 // (model_job_ms), so of_ideal shows what the runtime itself costs.
 #include <fmt/format.h>
@@ -111,10 +112,13 @@ struct VariantResult {
   std::vector<long long> fresh_histogram;  // index: fresh contributions in a round
   double mean_fresh = 0;
   bool conserved = true;  // sum of results (+ flush) == sum of posts
-  // Partial variants: mean activation latency (a round's first post to its
-  // last rank joined, one host's monotonic clock) and the mean staleness of
-  // carried contributions (rounds late), over the timed steps.
+  // Partial variants: activation latency (a round's first post to its last
+  // rank joined, one host's monotonic clock; activated rounds only): median,
+  // 90th percentile and mean; and the mean staleness of carried contributions
+  // (rounds late), over the timed steps.
   double activation_us = 0;
+  double activation_p90_us = 0;
+  double activation_mean_us = 0;
   long long carried = 0;
   double mean_staleness = 0;
 };
@@ -127,11 +131,15 @@ struct RoundStamp {
   unsigned long long staleness = 0;
 };
 
-// Mean over rounds of (latest join - earliest post); stamps[r * steps + k].
-double mean_activation_us(const std::vector<RoundStamp> &stamps, int nranks, int steps) {
-  double sum = 0;
-  int rounds = 0;
+// Activation latency (latest join - earliest post) of every activated round,
+// sorted; stamps[r * steps + k]. Synchronous rounds (every max_staleness+1)
+// are left out: nothing activates them, each rank joins when it arrives there
+// itself, up to max_staleness rounds after the first (hundreds of ms).
+std::vector<double> activation_latencies_us(const std::vector<RoundStamp> &stamps, int nranks,
+                                            int steps, unsigned max_staleness) {
+  std::vector<double> out;
   for (int k = 0; k < steps; ++k) {
+    if (quorum::partial::scheduled_sync_round(static_cast<uint64_t>(k), max_staleness)) continue;
     unsigned long long first_post = ~0ull, last_join = 0;
     for (int r = 0; r < nranks; ++r) {
       const RoundStamp &st = stamps[static_cast<size_t>(r) * steps + k];
@@ -139,10 +147,16 @@ double mean_activation_us(const std::vector<RoundStamp> &stamps, int nranks, int
       last_join = std::max(last_join, st.join_ns);
     }
     if (first_post == ~0ull || last_join < first_post) continue;
-    sum += static_cast<double>(last_join - first_post) / 1e3;
-    ++rounds;
+    out.push_back(static_cast<double>(last_join - first_post) / 1e3);
   }
-  return rounds ? sum / rounds : 0;
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+// The q-quantile (0..1) of sorted values (0 when empty).
+double quantile(const std::vector<double> &sorted, double q) {
+  if (sorted.empty()) return 0;
+  return sorted[std::min(sorted.size() - 1, static_cast<size_t>(q * sorted.size()))];
 }
 
 // count floats from quorum_mem_alloc, freed on scope exit.
@@ -252,7 +266,11 @@ VariantResult run_variant(quorum_comm_t comm, const PartialOptions &o, const cha
     s = quorum_allgather(comm, stamps.data(), all_stamps.data(),
                          stamps.size() * sizeof(RoundStamp));
     if (s != QUORUM_OK) die(comm, "allgather (round stamps)", s);
-    v.activation_us = mean_activation_us(all_stamps, n, o.steps);
+    const std::vector<double> lat =
+        activation_latencies_us(all_stamps, n, o.steps, o.max_staleness);
+    v.activation_us = quantile(lat, 0.5);
+    v.activation_p90_us = quantile(lat, 0.9);
+    for (double l : lat) v.activation_mean_us += l / static_cast<double>(lat.size());
     unsigned long long staleness = 0;
     for (const RoundStamp &st : all_stamps) {
       v.carried += st.carried;
@@ -293,9 +311,9 @@ int run_partial_bench(quorum_comm_t comm, const PartialOptions &o) {
         "#   ideal speedup over sync (the model with free communication): solo {:.3f}, "
         "majority {:.3f}\n#\n",
         ideal_speedup(o, n, "solo"), ideal_speedup(o, n, "majority"));
-    fmt::print("#{:>9} {:>10} {:>10} {:>11} {:>9} {:>9} {:>7} {:>10} {:>8} {:>7} {:>10}  {}\n",
+    fmt::print("#{:>9} {:>10} {:>10} {:>11} {:>9} {:>9} {:>7} {:>10} {:>8} {:>7} {:>8} {:>8}  {}\n",
                "variant", "steps/s", "ms/step", "mean_rank", "vs_sync", "of_ideal", "fresh",
-               "conserved", "carried", "stale", "act_us", "fresh histogram (0..P)");
+               "conserved", "carried", "stale", "act_us", "act_p90", "fresh histogram (0..P)");
   }
   for (const auto &v : results) {
     double rate = o.steps / v.job_elapsed_s;
@@ -323,7 +341,9 @@ int run_partial_bench(quorum_comm_t comm, const PartialOptions &o) {
       j["conserved"] = v.conserved;
       j["carried"] = v.carried;
       j["mean_staleness_rounds"] = v.mean_staleness;
-      j["activation_latency_us"] = v.activation_us;
+      j["activation_latency_us"] = v.activation_us;  // median
+      j["activation_latency_p90_us"] = v.activation_p90_us;
+      j["activation_latency_mean_us"] = v.activation_mean_us;
       fmt::print("{}\n", j.dump());
     } else {
       std::string hist;
@@ -331,10 +351,10 @@ int run_partial_bench(quorum_comm_t comm, const PartialOptions &o) {
       double ideal = ideal_speedup(o, n, v.name.c_str());
       fmt::print(
           " {:>9} {:>10.2f} {:>10.2f} {:>11.2f} {:>9.3f} {:>8.0f}% {:>7.2f} {:>10} {:>8} {:>7.2f} "
-          "{:>10.0f}  [{}]\n",
+          "{:>8.0f} {:>8.0f}  [{}]\n",
           v.name, rate, 1e3 * v.job_elapsed_s / o.steps, mean_rate, rate / sync_rate,
           100.0 * (rate / sync_rate) / ideal, v.mean_fresh, v.conserved ? "yes" : "NO", v.carried,
-          v.mean_staleness, v.activation_us, hist);
+          v.mean_staleness, v.activation_us, v.activation_p90_us, hist);
     }
   }
   std::fflush(stdout);

@@ -221,6 +221,18 @@ void expect_partial_bench(const std::string &launcher, int nranks, const std::st
     for (const auto &c : row["fresh_histogram"]) rounds += c.get<long long>();
     EXPECT_EQ(rounds, 12) << row.dump();
     EXPECT_EQ(row["fresh_histogram"].size(), static_cast<size_t>(nranks) + 1) << row.dump();
+    // Activation latency of the activated rounds: median <= 90th percentile;
+    // none for sync; on several ranks a peer always joins after the first post.
+    const double median = row["activation_latency_us"].get<double>();
+    const double p90 = row["activation_latency_p90_us"].get<double>();
+    EXPECT_GE(median, 0.0) << row.dump();
+    EXPECT_GE(p90, median) << row.dump();
+    EXPECT_GE(row["activation_latency_mean_us"].get<double>(), 0.0) << row.dump();
+    if (row["variant"] == "sync") {
+      EXPECT_EQ(p90, 0.0) << row.dump();
+    } else if (nranks > 1) {
+      EXPECT_GT(p90, 0.0) << row.dump();
+    }
   }
   EXPECT_EQ(variants, (std::set<std::string>{"sync", "solo", "majority"}));
 }

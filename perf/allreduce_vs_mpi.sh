@@ -15,7 +15,8 @@
 # Prints per size the median over rounds of quorum busbw, MPI busbw (out of
 # place), their ratio, memcpy GB/s and quorum/memcpy, the same two ratios for
 # quorum on mem_alloc buffers ("shared"), and writes them as JSON
-# to OUT_JSON (default allreduce_vs_mpi.json). Plot: perf/plot_allreduce.py.
+# to OUT_JSON (default results/allreduce_vs_mpi.json, results/ is not tracked).
+# Plot: perf/plot_allreduce.py.
 set -euo pipefail
 
 if [[ $# -lt 1 || ! -d $1 ]]; then
@@ -23,7 +24,8 @@ if [[ $# -lt 1 || ! -d $1 ]]; then
   exit 2
 fi
 build=$(cd "$1" && pwd)
-out=${2:-allreduce_vs_mpi.json}
+out=${2:-results/allreduce_vs_mpi.json}
+mkdir -p "$(dirname "$out")"
 rounds=${ROUNDS:-3}
 min_bytes=${MIN_BYTES:-8}
 max_bytes=${MAX_BYTES:-64M}

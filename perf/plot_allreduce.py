@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """plot_allreduce.py: draws the JSON written by allreduce_vs_mpi.sh.
 
-    perf/plot_allreduce.py allreduce_vs_mpi.json [out.png]
+    perf/plot_allreduce.py results/allreduce_vs_mpi.json [out.png]
 
 Top: busbw of quorum and Open MPI and the one-thread memcpy bandwidth per size
 (log-log). Bottom: the ratios quorum/MPI and quorum/memcpy."""

@@ -271,6 +271,7 @@ uint8_t *PartialAllreduce::new_buffer() {
   return b;  // stale bytes: the accumulator is empty until a post copies into it
 }
 
+// Called by post() without the mutex while copying_ keeps joins away.
 Status PartialAllreduce::accumulate(const void *contribution) {
   if (!accumulator_empty_) return reduce_into(accumulator_, contribution, count_, dtype_, op_);
   std::memcpy(accumulator_, contribution, bytes_);
@@ -384,6 +385,11 @@ Status PartialAllreduce::handle_activation(uint64_t round, int root) {
     fail_object(s);
     return s;
   }
+  if (copying_ && round >= joined_) {
+    deferred_.push_back({round, root});  // post() handles it once its copy is in
+    ++deferred_count_;
+    return kOk;
+  }
   if (round < joined_) {
     // Joined already. While the round runs, pass the message on so this tree
     // still reaches every rank; once it completed, every rank has joined it.
@@ -402,6 +408,13 @@ Status PartialAllreduce::handle_activation(uint64_t round, int root) {
   }
   QUORUM_CHECK(join(round, false, false, false));
   return send_activations(round, root);
+}
+
+Status PartialAllreduce::handle_deferred_activations() {
+  std::vector<std::pair<uint64_t, int>> deferred;
+  deferred.swap(deferred_);
+  for (const auto &[round, root] : deferred) QUORUM_CHECK(handle_activation(round, root));
+  return kOk;
 }
 
 bool PartialAllreduce::poll_activations() {
@@ -611,7 +624,8 @@ Status PartialAllreduce::post(const void *contribution) {
     QUORUM_CHECK(device_copy(staging_.get(), contribution, bytes_));
     contribution = staging_.get();
   }
-  Status s = kOk;
+  uint64_t k = 0;
+  bool dropped = false;
   {
     auto lock = lock_engine();
     QUORUM_CHECK(begin_call_locked("partial_post"));
@@ -621,12 +635,50 @@ Status PartialAllreduce::post(const void *contribution) {
                   rank_, waited_);
     }
     posted_ = true;
-    const uint64_t k = waited_;
+    k = waited_;
+    dropped = k != joined_ && !opts_.carry;  // late: round k was joined without it
+    if (dropped) {
+      ++dropped_;
+    } else {
+      copying_ = true;
+    }
+  }
+  if (dropped) {
+    engine_->progress_once();
+    return kOk;
+  }
+  // The copy into the accumulator (or the sum with what it carries) runs
+  // without the engine mutex, so this rank's progress thread keeps driving the
+  // rounds' data phases meanwhile (the other ranks wait for its slices); an
+  // activation that arrives now is deferred until the copy is in: the post
+  // still lands wholly in one round.
+  Status s = accumulate(contribution);
+  {
+    auto lock = lock_engine();
+    copying_ = false;
+    if (s != kOk) {
+      fail_object(s);  // deferred activations could not join: peers must not wait
+    } else if (error_ != kOk) {
+      restore_last_error(error_detail_);
+      s = error_;
+    }
+    if (s != kOk) {
+      deferred_.clear();
+      return s;
+    }
+    // joined_ did not move during the copy (joins were deferred; only this
+    // thread joins otherwise).
     if (k == joined_) {
-      s = accumulate(contribution);
-      if (s != kOk) return s;
       fresh_pending_ = true;
       pending_post_ns_ = now_ns();
+    } else {
+      // Late: round k was joined without this post; it rides in a later round.
+      ++carried_;
+      ++carried_pending_;
+      carried_pending_rounds_ += k;
+    }
+    s = handle_deferred_activations();
+    if (s == kOk && k == joined_) {
       if (sync_round(k)) {
         s = join(k, false, true, false);
       } else if (opts_.mode == QUORUM_PARTIAL_SOLO ||
@@ -634,14 +686,6 @@ Status PartialAllreduce::post(const void *contribution) {
         s = join(k, true, false, false);
         if (s == kOk) s = send_activations(k, rank_);
       }
-    } else if (opts_.carry) {
-      // Late: round k was joined without this post; it rides in a later round.
-      s = accumulate(contribution);
-      ++carried_;
-      ++carried_pending_;
-      carried_pending_rounds_ += k;
-    } else {
-      ++dropped_;
     }
   }
   engine_->progress_once();
@@ -870,6 +914,11 @@ uint64_t PartialAllreduce::dropped() const {
 uint64_t PartialAllreduce::carried() const {
   auto lock = lock_engine();
   return carried_;
+}
+
+uint64_t PartialAllreduce::deferred_activations() const {
+  auto lock = lock_engine();
+  return deferred_count_;
 }
 
 std::vector<uint64_t> PartialAllreduce::fresh_histogram() const {

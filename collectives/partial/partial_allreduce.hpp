@@ -31,7 +31,10 @@
 // - Snapshot. Joining takes the accumulator as the round's input and puts an
 //   empty buffer in its place (stale bytes: the first post copies into it; a
 //   join with nothing posted contributes the op's identity), under the engine
-//   mutex that post also holds: a post lands wholly in one round.
+//   mutex. A post copies into the accumulator without that mutex (the
+//   progress thread keeps driving earlier rounds meanwhile); an activation
+//   that arrives during the copy is handled once the copy is in: a post lands
+//   wholly in one round.
 // - Carry (default): a post that missed its round (this rank had joined it
 //   already) stays in the accumulator and rides in the next round this rank
 //   joins, so every contribution is in exactly one round's sum. Drop: it is
@@ -141,6 +144,8 @@ class PartialAllreduce {
   uint64_t next_round() const;  // the round the next wait returns
   uint64_t dropped() const;     // drop mode: late posts discarded
   uint64_t carried() const;     // carry mode: late posts carried into a later round
+  // Activations that arrived while a post was copying and waited for it.
+  uint64_t deferred_activations() const;
   // fresh_histogram()[f]: how many rounds this rank waited for had f fresh ranks.
   std::vector<uint64_t> fresh_histogram() const;
   const PartialRoundInfo &last_info() const { return last_info_; }
@@ -159,6 +164,7 @@ class PartialAllreduce {
   bool poll_activations();
   bool progress_rounds();
   Status handle_activation(uint64_t round, int root);
+  Status handle_deferred_activations();  // mutex held, after post()'s copy
   Status join(uint64_t round, bool self_activated, bool synchronous, bool flush);
   Status send_activations(uint64_t round, int root);
   Status post_activation_recv(int peer);
@@ -226,7 +232,12 @@ class PartialAllreduce {
   // with it empty contributes the identity (the shm allreduce fills its slot
   // with it or, zero-copy, skips this rank; otherwise the buffer is filled).
   bool accumulator_empty_ = true;
-  Status accumulate(const void *contribution);  // mutex held
+  Status accumulate(const void *contribution);  // copying_ set (no join meanwhile)
+  // post() is copying into the accumulator without the mutex: activations that
+  // would join a round wait in deferred_ (round, root) until the copy is in.
+  bool copying_ = false;
+  std::vector<std::pair<uint64_t, int>> deferred_;
+  uint64_t deferred_count_ = 0;
   std::vector<uint8_t *> free_;
   uint8_t *lent_ = nullptr;  // the result wait_ref handed out (one more buffer while lent)
   AlignedBuffer staging_;    // host copy of a device-memory contribution

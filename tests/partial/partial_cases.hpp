@@ -250,6 +250,52 @@ inline void conservation(Communicator &c, quorum_partial_mode_t mode, uint64_t m
   EXPECT_EQ(p->destroy(), QUORUM_OK) << last_error();
 }
 
+// 3c. A post copies into the accumulator without the engine mutex; an
+// activation that arrives meanwhile waits until the copy is in. Every rank
+// posts at once (after a barrier) with buffers large enough that the copies
+// overlap the activations; with carry the results still add up exactly and
+// agree across ranks. Runs until some rank deferred an activation (checked
+// every 10 rounds; the test fails if none did in 200).
+inline void activation_during_post_copy(Communicator &c) {
+  const int r = c.rank();
+  const size_t n = size_t{1} << 18;  // 2 MiB of int64 per post
+  PartialOptions o;
+  o.mode = QUORUM_PARTIAL_SOLO;
+  o.max_staleness = 4;
+  o.seed = 99;
+  std::unique_ptr<PartialAllreduce> p;
+  ASSERT_EQ(make(c, n, QUORUM_INT64, o, &p), QUORUM_OK) << last_error();
+  std::vector<int64_t> in(n), out(n), posted(n, 0), got(n, 0);
+  std::vector<uint64_t> hashes;
+  int64_t deferred = 0;
+  uint64_t k = 0;
+  while (k < 200 && deferred == 0) {
+    ASSERT_EQ(c.barrier(), QUORUM_OK) << last_error();
+    fill_contribution(in, r, k);
+    for (size_t i = 0; i < n; ++i) posted[i] += in[i];
+    ASSERT_EQ(p->post(in.data()), QUORUM_OK) << last_error();
+    PartialRoundInfo info;
+    ASSERT_EQ(p->wait(out.data(), &info), QUORUM_OK) << "rank " << r << ": " << last_error();
+    EXPECT_EQ(info.round, k);
+    for (size_t i = 0; i < n; ++i) got[i] += out[i];
+    hashes.push_back(round_hash(out.data(), n * 8, info));
+    if (++k % 10 == 0) {
+      int64_t mine = static_cast<int64_t>(p->deferred_activations());
+      ASSERT_EQ(c.allreduce(&mine, &deferred, 1, QUORUM_INT64, QUORUM_SUM), QUORUM_OK);
+    }
+  }
+  EXPECT_GT(deferred, 0) << "no activation arrived during a post's copy in " << k << " rounds";
+  PartialRoundInfo info;
+  ASSERT_EQ(p->flush(out.data(), &info), QUORUM_OK) << last_error();
+  for (size_t i = 0; i < n; ++i) got[i] += out[i];
+  hashes.push_back(round_hash(out.data(), n * 8, info));
+  std::vector<int64_t> total(n);
+  ASSERT_EQ(c.allreduce(posted.data(), total.data(), n, QUORUM_INT64, QUORUM_SUM), QUORUM_OK);
+  EXPECT_TRUE(got == total) << "rank " << r << ": results do not add up to the posts";
+  expect_same_hashes(c, hashes, "rounds with activations during post copies");
+  EXPECT_EQ(p->destroy(), QUORUM_OK) << last_error();
+}
+
 // 3b/4b. A late post, deterministically: rank 0 runs round 0 alone; the others
 // post for round 0 after joining it (late). With carry the late posts ride in
 // round 1 (synchronous, A = 1); with drop they are discarded and counted.

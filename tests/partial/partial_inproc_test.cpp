@@ -45,6 +45,10 @@ TEST_P(Partial, ConservationWithCarryMajority) {
             [](Communicator &c) { cases::conservation(c, QUORUM_PARTIAL_MAJORITY, 3); });
 }
 
+TEST_P(Partial, ActivationDuringPostCopy) {
+  run_ranks(GetParam(), [](Communicator &c) { cases::activation_during_post_copy(c); });
+}
+
 // Results lent by wait_ref instead of copied; A = 0 needs the extra buffer.
 TEST_P(Partial, ConservationBorrowedResults) {
   run_ranks(GetParam(), [](Communicator &c) {

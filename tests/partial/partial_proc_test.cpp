@@ -32,6 +32,9 @@ TEST(ProcessPartial, ConservationSolo) {
 TEST(ProcessPartial, ConservationMajority) {
   cases::conservation(*test::process_comm(), QUORUM_PARTIAL_MAJORITY, 3);
 }
+TEST(ProcessPartial, ActivationDuringPostCopy) {
+  cases::activation_during_post_copy(*test::process_comm());
+}
 // Large vectors: the rounds' buffers are symmetric, so the data phase goes
 // zero-copy, and ranks that join with nothing posted contribute the identity
 // without writing it (skipped as sources).

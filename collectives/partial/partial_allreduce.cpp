@@ -4,6 +4,7 @@
 // object's poller under the engine mutex.
 #include "collectives/partial/partial_allreduce.hpp"
 
+#include <algorithm>
 #include <cstring>
 #include <functional>
 #include <limits>
@@ -235,6 +236,11 @@ void PartialAllreduce::clear_to_identity(uint8_t *buf) const {
 
 uint8_t *PartialAllreduce::take_free_buffer() {
   if (!free_.empty()) {
+    // A symmetric one if any: a round is zero-copy only when every rank's
+    // buffer for it is (a plain one here would make the whole round copy).
+    auto it = std::find_if(free_.rbegin(), free_.rend(),
+                           [this](const uint8_t *b) { return is_symmetric(b); });
+    if (it != free_.rend()) std::iter_swap(it, free_.rbegin());
     uint8_t *b = free_.back();
     free_.pop_back();
     return b;
@@ -251,6 +257,8 @@ Status PartialAllreduce::reserve_symmetric_buffers() {
   QUORUM_CHECK(comm_.alloc_symmetric(*shm_, n * stride, &base));
   if (!base) return kOk;  // no segment on some rank: plain buffers everywhere
   for (size_t i = n; i-- > 0;) symmetric_.push_back(static_cast<uint8_t *>(base) + i * stride);
+  symmetric_begin_ = static_cast<const uint8_t *>(base);
+  symmetric_end_ = symmetric_begin_ + n * stride;
   return kOk;
 }
 

@@ -219,11 +219,14 @@ class PartialAllreduce {
   // Buffers: the accumulator plus a free list.
   // The first kSymmetricBuffers are symmetric (in shm_'s regions, made at
   // creation) so that rounds whose buffers every rank has there reduce
-  // zero-copy; the rest are plain and allocated on demand.
+  // zero-copy; the rest are plain and allocated on demand. A free symmetric
+  // buffer is always taken before a free plain one.
   static constexpr size_t kSymmetricBuffers = 4;
-  Status reserve_symmetric_buffers();   // collective (creation), all or none
-  uint8_t *new_buffer();                // nullptr when out of memory
-  std::vector<uint8_t *> symmetric_;    // symmetric, not yet handed out
+  Status reserve_symmetric_buffers();  // collective (creation), all or none
+  uint8_t *new_buffer();               // nullptr when out of memory
+  bool is_symmetric(const uint8_t *b) const { return b >= symmetric_begin_ && b < symmetric_end_; }
+  std::vector<uint8_t *> symmetric_;  // symmetric, not yet handed out
+  const uint8_t *symmetric_begin_ = nullptr, *symmetric_end_ = nullptr;
   std::vector<AlignedBuffer> buffers_;  // plain ones
   size_t allocated_ = 0;                // handed out, symmetric or plain
   uint8_t *accumulator_ = nullptr;

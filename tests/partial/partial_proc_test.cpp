@@ -46,6 +46,54 @@ TEST(ProcessPartial, ConservationSoloZeroCopy) {
     EXPECT_EQ(zero_copy, 25u) << "24 rounds and the flush";
   }
 }
+// The last rank stays away while the others run 6 rounds: its progress
+// thread joins them, holding 7 buffers (the 4 symmetric ones and 3 plain).
+// Once it caught up, its free list holds both kinds; symmetric ones are taken
+// first, so of 10 rounds in lockstep afterwards only the first (whose buffer
+// is the plain accumulator it already held) copies. Taking the last freed
+// buffer instead kept cycling the plain ones: no round went zero-copy.
+TEST(ProcessPartial, SymmetricBuffersPreferredAfterCatchingUp) {
+  Communicator &c = *test::process_comm();
+  if (!c.has_shm_channel() || !allreduce_uses_shm()) GTEST_SKIP() << "no shared memory";
+  const bool laggard = c.rank() == c.size() - 1;
+  const size_t n = 20000;  // 160 kB: above the zero-copy threshold
+  PartialOptions o;
+  o.mode = QUORUM_PARTIAL_SOLO;
+  o.max_staleness = 8;
+  std::unique_ptr<PartialAllreduce> p;
+  ASSERT_EQ(PartialAllreduce::create(c, n, QUORUM_INT64, QUORUM_SUM, o, &p), QUORUM_OK)
+      << last_error();
+  std::vector<int64_t> in(n, 1), out(n);
+  int64_t got = 0;  // element 0 of every result: the number of posts in it
+  PartialRoundInfo info;
+  for (int k = 0; k < 6; ++k) {
+    if (!laggard) {
+      ASSERT_EQ(p->post(in.data()), QUORUM_OK) << last_error();
+      ASSERT_EQ(p->wait(out.data(), &info), QUORUM_OK) << last_error();
+      got += out[0];
+    }
+  }
+  ASSERT_EQ(c.barrier(), QUORUM_OK) << last_error();  // the others ran rounds 0-5
+  if (laggard) {
+    EXPECT_EQ(p->buffers_allocated(), 7u);
+    for (int k = 0; k < 6; ++k) {
+      ASSERT_EQ(p->wait(out.data(), &info), QUORUM_OK) << last_error();
+      got += out[0];
+    }
+  }
+  const uint64_t before = p->zero_copy_rounds();
+  for (int k = 6; k < 16; ++k) {
+    ASSERT_EQ(c.barrier(), QUORUM_OK) << last_error();
+    ASSERT_EQ(p->post(in.data()), QUORUM_OK) << last_error();
+    ASSERT_EQ(p->wait(out.data(), &info), QUORUM_OK) << last_error();
+    got += out[0];
+  }
+  EXPECT_GE(p->zero_copy_rounds() - before, 9u) << "rank " << c.rank();
+  ASSERT_EQ(p->flush(out.data(), &info), QUORUM_OK) << last_error();
+  got += out[0];
+  EXPECT_EQ(got, int64_t{16} * (c.size() - 1) + 10) << "every post in exactly one result";
+  EXPECT_EQ(p->destroy(), QUORUM_OK) << last_error();
+}
 // Rank 0 never takes the zero-copy path (its threshold is off) while the
 // others would: its first posted line says so, and every rank copies instead
 // of reading a stale line (which would hang or corrupt the rounds).

@@ -112,10 +112,10 @@ struct VariantResult {
   std::vector<long long> fresh_histogram;  // index: fresh contributions in a round
   double mean_fresh = 0;
   bool conserved = true;  // sum of results (+ flush) == sum of posts
-  // Partial variants: activation latency (a round's first post to its last
-  // rank joined, one host's monotonic clock; activated rounds only): median,
-  // 90th percentile and mean; and the mean staleness of carried contributions
-  // (rounds late), over the timed steps.
+  // Partial variants: activation latency (a round's first join, its
+  // activation, to its last; one host's monotonic clock; activated rounds
+  // only): median, 90th percentile and mean; and the mean staleness of
+  // carried contributions (rounds late), over the timed steps.
   double activation_us = 0;
   double activation_p90_us = 0;
   double activation_mean_us = 0;
@@ -131,23 +131,26 @@ struct RoundStamp {
   unsigned long long staleness = 0;
 };
 
-// Activation latency (latest join - earliest post) of every activated round,
-// sorted; stamps[r * steps + k]. Synchronous rounds (every max_staleness+1)
-// are left out: nothing activates them, each rank joins when it arrives there
-// itself, up to max_staleness rounds after the first (hundreds of ms).
+// Activation latency of every activated round, sorted: from the activation
+// (the earliest join: the activating rank joins at its post) to the latest
+// join, when the activation reached the last rank; stamps[r * steps + k].
+// In majority the wait for the initiator's post is not in it. Synchronous
+// rounds (every max_staleness+1) are left out: nothing activates them, each
+// rank joins when it arrives there itself.
 std::vector<double> activation_latencies_us(const std::vector<RoundStamp> &stamps, int nranks,
                                             int steps, unsigned max_staleness) {
   std::vector<double> out;
   for (int k = 0; k < steps; ++k) {
     if (quorum::partial::scheduled_sync_round(static_cast<uint64_t>(k), max_staleness)) continue;
-    unsigned long long first_post = ~0ull, last_join = 0;
+    unsigned long long first_join = ~0ull, last_join = 0;
     for (int r = 0; r < nranks; ++r) {
       const RoundStamp &st = stamps[static_cast<size_t>(r) * steps + k];
-      if (st.post_ns) first_post = std::min(first_post, st.post_ns);
+      if (st.join_ns == 0) continue;
+      first_join = std::min(first_join, st.join_ns);
       last_join = std::max(last_join, st.join_ns);
     }
-    if (first_post == ~0ull || last_join < first_post) continue;
-    out.push_back(static_cast<double>(last_join - first_post) / 1e3);
+    if (first_join == ~0ull) continue;
+    out.push_back(static_cast<double>(last_join - first_join) / 1e3);
   }
   std::sort(out.begin(), out.end());
   return out;

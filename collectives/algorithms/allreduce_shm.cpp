@@ -15,7 +15,10 @@
 // times per rank (copy in, reduce, copy out) without any system call; a small
 // message is a single replicated chunk (one flag round trip), and nobody waits
 // for the peers to finish: a slot is rewritten only after every rank's done
-// flag for its previous use.
+// flag for its previous use. Messages of QUORUM_SHM_STREAMING_BYTES and more
+// write their results (into the receive buffers) with streaming stores
+// (reduce/streaming.hpp): once the buffers exceed the last-level cache, that
+// saves the read of every line written.
 //
 // The task never blocks: it polls the flags and returns Pending. It fails at
 // once when a peer is known dead (transport->peer_failed) or when another rank
@@ -32,6 +35,7 @@
 #include "collectives/algorithms/algorithms.hpp"
 #include "collectives/patterns/blocks.hpp"
 #include "collectives/reduce/reduce_kernels.hpp"
+#include "collectives/reduce/streaming.hpp"
 #include "runtime/clock.hpp"
 #include "runtime/log.hpp"
 #include "runtime/progress/engine.hpp"
@@ -53,6 +57,11 @@ Knob<int64_t> knob_shm_zero_copy_bytes(
     "shm allreduce: messages of at least this size whose buffers every rank allocated with "
     "quorum_mem_alloc are reduced straight between the ranks' buffers (no copy in or out); "
     "0: never");
+Knob<int64_t> knob_shm_streaming_bytes(
+    "QUORUM_SHM_STREAMING_BYTES", 8 << 20,
+    "shm allreduce: messages of at least this size write their results with streaming "
+    "(non-temporal) stores, which skip the read of every written line; pays once the ranks' "
+    "buffers exceed the last-level cache (8 MiB: 2 ranks x 2 buffers = 32 MiB); 0: never");
 Knob<int64_t> knob_shm_max_bytes("QUORUM_SHM_MAX_BYTES", 64 << 20,
                                  "Largest shared-memory segment per communicator; the chunk "
                                  "shrinks to fit (P + 1) x 2 slots");
@@ -90,6 +99,8 @@ Status ShmChannel::create(const ShmGroup &group, std::unique_ptr<ShmChannel> *ou
   // Below a few KiB the replicated path (one flag round trip) is faster.
   const int64_t zero_copy = knob_shm_zero_copy_bytes.get();
   ch->zero_copy_bytes_ = zero_copy <= 0 ? SIZE_MAX : std::max<size_t>(4096, zero_copy);
+  const int64_t streaming = knob_shm_streaming_bytes.get();
+  ch->streaming_bytes_ = streaming <= 0 ? SIZE_MAX : static_cast<size_t>(streaming);
   QLOG_INFO("shm", "shared-memory segment of {} B ({} ranks, chunk {} B)", ch->segment_->size(), p,
             chunk);
   *out = std::move(ch);
@@ -150,6 +161,7 @@ class ShmAllreduceTask : public Task {
     replicated_ = ch->size() == 2 || std::min(count_, chunk_elems_) * es_ <= ch->replicated_bytes();
     inline_payload_ = replicated_ && count_ * es_ <= ShmChannel::kInlinePayload;
     zero_copy_ = count_ * es_ >= ch->zero_copy_bytes() ? ZeroCopy::Undecided : ZeroCopy::No;
+    streaming_ = count_ * es_ >= ch->streaming_bytes();
     // Small messages (the latency path) keep their chunk stages inline.
     if (nchunks_ > sizeof(stage_inline_)) {
       stage_heap_.reset(new uint8_t[nchunks_]);
@@ -332,7 +344,11 @@ class ShmAllreduceTask : public Task {
     }
     if (stage_[c] == kReduced) {
       if (!all_reached(&ShmChannel::reduced, s, tag)) return moved;
-      std::memcpy(recv_ + off * es_, ch_->result(s), n * es_);
+      if (streaming_) {
+        copy_streaming(recv_ + off * es_, ch_->result(s), n * es_);
+      } else {
+        std::memcpy(recv_ + off * es_, ch_->result(s), n * es_);
+      }
       ch_->done(me, s).store(tag, std::memory_order_release);
       stage_[c] = kDone;
       moved = true;
@@ -351,6 +367,10 @@ class ShmAllreduceTask : public Task {
       return inline_payload_ ? ch_->posted_payload(q, s) : ch_->input(q, s);
     };
     uint8_t *out = recv_ + bytes;
+    if (streaming_ && p == 2) {
+      reduce_out_streaming(out, src(0), src(1), n, dtype_, op_, p);
+      return;
+    }
     reduce_out(out, src(0), src(1), n, dtype_, op_);
     for (int q = 2; q < p; ++q) reduce_into(out, src(q), n, dtype_, op_);
     if (op_ == QUORUM_AVG) scale_average(out, n, dtype_, p);
@@ -418,7 +438,11 @@ class ShmAllreduceTask : public Task {
       }
       if (op_ == QUORUM_AVG) scale_average(tmp.get(), n, dtype_, p);
       for (int q = 0; q < p; ++q) {
-        std::memcpy(peer_recv_[static_cast<size_t>(q)] + at, tmp.get(), n * es_);
+        if (streaming_) {
+          copy_streaming(peer_recv_[static_cast<size_t>(q)] + at, tmp.get(), n * es_);
+        } else {
+          std::memcpy(peer_recv_[static_cast<size_t>(q)] + at, tmp.get(), n * es_);
+        }
       }
     }
   }
@@ -449,6 +473,7 @@ class ShmAllreduceTask : public Task {
   size_t first_ = 0;  // the first chunk not done
   bool replicated_ = false;
   bool inline_payload_ = false;  // one chunk that fits beside its posted flag
+  bool streaming_ = false;       // results written with streaming stores
   bool moved_ = false;
   ZeroCopy zero_copy_ = ZeroCopy::No;
   Status decide_error_ = kOk;

@@ -84,6 +84,8 @@ class ShmChannel {
   size_t replicated_bytes() const { return replicated_bytes_; }
   // QUORUM_SHM_ZERO_COPY_BYTES (SIZE_MAX: never), read when the channel was made.
   size_t zero_copy_bytes() const { return zero_copy_bytes_; }
+  // QUORUM_SHM_STREAMING_BYTES (SIZE_MAX: never), read when the channel was made.
+  size_t streaming_bytes() const { return streaming_bytes_; }
   // The first of `n` consecutive chunk numbers for one collective.
   uint64_t reserve(uint64_t n) { return next_chunk_.fetch_add(n); }
 
@@ -168,6 +170,7 @@ class ShmChannel {
   size_t chunk_bytes_ = 0;
   size_t replicated_bytes_ = 0;
   size_t zero_copy_bytes_ = SIZE_MAX;
+  size_t streaming_bytes_ = SIZE_MAX;
   std::atomic<uint64_t> next_chunk_{0};
   std::atomic<uint64_t> done_prefix_{0};
   // Ranges finished ahead of the prefix (start -> end), under ahead_mutex_.

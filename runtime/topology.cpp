@@ -81,6 +81,14 @@ Status query_topology(TopologyInfo *info) {
   info->numa_nodes = hwloc_get_nbobjs_by_type(t, HWLOC_OBJ_NUMANODE);
   info->cores = hwloc_get_nbobjs_by_type(t, HWLOC_OBJ_CORE);
   info->pus = hwloc_get_nbobjs_by_type(t, HWLOC_OBJ_PU);
+  info->last_level_cache_bytes = 0;
+  for (hwloc_obj_type_t type : {HWLOC_OBJ_L3CACHE, HWLOC_OBJ_L2CACHE}) {
+    hwloc_obj_t cache = hwloc_get_obj_by_type(t, type, 0);
+    if (cache != nullptr && cache->attr != nullptr && cache->attr->cache.size > 0) {
+      info->last_level_cache_bytes = cache->attr->cache.size;
+      break;
+    }
+  }
   return kOk;
 }
 
@@ -176,9 +184,10 @@ std::string describe_topology() {
   const std::string version = std::string("hwloc ") + HWLOC_VERSION;
   if (query_topology(&info) != kOk)
     return fmt::format("host {}: topology unknown ({})", host, version);
-  return fmt::format("host {}: {}, {}, {}, {} ({})", host, plural(info.packages, "package"),
-                     plural(info.numa_nodes, "NUMA node"), plural(info.cores, "core"),
-                     plural(info.pus, "PU"), version);
+  return fmt::format("host {}: {}, {}, {}, {}, last-level cache {} KiB ({})", host,
+                     plural(info.packages, "package"), plural(info.numa_nodes, "NUMA node"),
+                     plural(info.cores, "core"), plural(info.pus, "PU"),
+                     info.last_level_cache_bytes / 1024, version);
 }
 
 }  // namespace quorum

@@ -17,6 +17,8 @@ struct TopologyInfo {
   int numa_nodes = 0;
   int cores = 0;
   int pus = 0;  // hardware threads
+  // Size of one last-level cache (L3, else L2) in bytes; 0 when unknown.
+  uint64_t last_level_cache_bytes = 0;
 };
 
 // Counts from hwloc (loaded once per process).

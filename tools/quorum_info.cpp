@@ -74,6 +74,7 @@ json topology_facts() {
     j["numa_nodes"] = t.numa_nodes;
     j["cores"] = t.cores;
     j["pus"] = t.pus;
+    j["last_level_cache_bytes"] = t.last_level_cache_bytes;
   } else {
     j["error"] = quorum::last_error();
   }

@@ -16,9 +16,9 @@
 // message is a single replicated chunk (one flag round trip), and nobody waits
 // for the peers to finish: a slot is rewritten only after every rank's done
 // flag for its previous use. Messages of QUORUM_SHM_STREAMING_BYTES and more
+// (by default the size where the ranks' buffers fill the last-level cache)
 // write their results (into the receive buffers) with streaming stores
-// (reduce/streaming.hpp): once the buffers exceed the last-level cache, that
-// saves the read of every line written.
+// (reduce/streaming.hpp), which saves the read of every line written.
 //
 // The task never blocks: it polls the flags and returns Pending. It fails at
 // once when a peer is known dead (transport->peer_failed) or when another rank
@@ -39,6 +39,7 @@
 #include "runtime/clock.hpp"
 #include "runtime/log.hpp"
 #include "runtime/progress/engine.hpp"
+#include "runtime/topology.hpp"
 
 namespace quorum {
 
@@ -58,10 +59,11 @@ Knob<int64_t> knob_shm_zero_copy_bytes(
     "quorum_mem_alloc are reduced straight between the ranks' buffers (no copy in or out); "
     "0: never");
 Knob<int64_t> knob_shm_streaming_bytes(
-    "QUORUM_SHM_STREAMING_BYTES", 8 << 20,
+    "QUORUM_SHM_STREAMING_BYTES", -1,
     "shm allreduce: messages of at least this size write their results with streaming "
-    "(non-temporal) stores, which skip the read of every written line; pays once the ranks' "
-    "buffers exceed the last-level cache (8 MiB: 2 ranks x 2 buffers = 32 MiB); 0: never");
+    "(non-temporal) stores, which skip the read of every written line; that pays once the "
+    "ranks' send and receive buffers exceed the last-level cache. -1: from that point, the "
+    "cache's size / (2 x ranks) (8 MiB if unknown); 0: never");
 Knob<int64_t> knob_shm_max_bytes("QUORUM_SHM_MAX_BYTES", 64 << 20,
                                  "Largest shared-memory segment per communicator; the chunk "
                                  "shrinks to fit (P + 1) x 2 slots");
@@ -100,9 +102,20 @@ Status ShmChannel::create(const ShmGroup &group, std::unique_ptr<ShmChannel> *ou
   const int64_t zero_copy = knob_shm_zero_copy_bytes.get();
   ch->zero_copy_bytes_ = zero_copy <= 0 ? SIZE_MAX : std::max<size_t>(4096, zero_copy);
   const int64_t streaming = knob_shm_streaming_bytes.get();
-  ch->streaming_bytes_ = streaming <= 0 ? SIZE_MAX : static_cast<size_t>(streaming);
-  QLOG_INFO("shm", "shared-memory segment of {} B ({} ranks, chunk {} B)", ch->segment_->size(), p,
-            chunk);
+  if (streaming == 0) {
+    ch->streaming_bytes_ = SIZE_MAX;
+  } else if (streaming > 0) {
+    ch->streaming_bytes_ = static_cast<size_t>(streaming);
+  } else {
+    // Every rank's send and receive buffer together fill the cache.
+    TopologyInfo topo;
+    const uint64_t llc = query_topology(&topo) == kOk ? topo.last_level_cache_bytes : 0;
+    ch->streaming_bytes_ =
+        llc > 0 ? std::max<size_t>(64 << 10, llc / (2 * static_cast<size_t>(p))) : size_t{8} << 20;
+  }
+  QLOG_INFO("shm",
+            "shared-memory segment of {} B ({} ranks, chunk {} B, streaming stores from {} B)",
+            ch->segment_->size(), p, chunk, ch->streaming_bytes_);
   *out = std::move(ch);
   return kOk;
 }

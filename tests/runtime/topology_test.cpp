@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <fstream>
+#include <string>
 #include <thread>
 
 namespace quorum {
@@ -23,6 +25,12 @@ TEST(Topology, CountsFromHwloc) {
   EXPECT_GE(info.numa_nodes, 1);
   EXPECT_GE(info.cores, 1);
   EXPECT_GE(info.pus, info.cores);
+  // The last-level cache against the kernel's own report, where it gives one.
+  std::ifstream l3("/sys/devices/system/cpu/cpu0/cache/index3/size");
+  std::string size;
+  if (l3 >> size && size.size() > 1 && size.back() == 'K') {
+    EXPECT_EQ(info.last_level_cache_bytes, std::stoull(size) * 1024) << size;
+  }
   std::string d = describe_topology();
   EXPECT_NE(d.find("core"), std::string::npos) << d;
   EXPECT_NE(d.find("hwloc"), std::string::npos) << d;

@@ -212,7 +212,8 @@ ShmGroup Communicator::shm_group() {
 Status Communicator::make_shm_channel(std::unique_ptr<ShmChannel> *out) {
   out->reset();
   if (!shm_) return kOk;
-  return ShmChannel::create(shm_group(), out);
+  // The communicator's symmetric buffers (quorum_mem_alloc) are visible to it.
+  return ShmChannel::create(shm_group(), out, shm_->shared_regions());
 }
 
 Status Communicator::alloc_symmetric(ShmChannel &channel, size_t bytes, void **out) {

@@ -68,7 +68,8 @@ Knob<int64_t> knob_shm_max_bytes("QUORUM_SHM_MAX_BYTES", 64 << 20,
                                  "Largest shared-memory segment per communicator; the chunk "
                                  "shrinks to fit (P + 1) x 2 slots");
 
-Status ShmChannel::create(const ShmGroup &group, std::unique_ptr<ShmChannel> *out) {
+Status ShmChannel::create(const ShmGroup &group, std::unique_ptr<ShmChannel> *out,
+                          std::shared_ptr<ShmRegions> regions) {
   out->reset();
   const int p = group.size;
   constexpr int kSlots = 2;
@@ -89,6 +90,7 @@ Status ShmChannel::create(const ShmGroup &group, std::unique_ptr<ShmChannel> *ou
   if (!seg) return kOk;
   std::unique_ptr<ShmChannel> ch(new ShmChannel());
   ch->segment_ = std::move(seg);
+  ch->regions_ = regions ? std::move(regions) : std::make_shared<ShmRegions>();
   ch->data_ = ch->segment_->data() + header;
   ch->rank_ = group.rank;
   ch->size_ = p;

@@ -73,8 +73,11 @@ Status shm_allreduce_inline(ShmChannel *ch, Transport *t, const CollArgs &a, Pro
 class ShmChannel {
  public:
   // Collective over `group`; *out stays empty (and kOk) when the segment
-  // cannot be made.
-  static Status create(const ShmGroup &group, std::unique_ptr<ShmChannel> *out);
+  // cannot be made. `regions`: symmetric buffers shared with another channel
+  // over the same group (a partial object's channel sees the communicator's
+  // quorum_mem_alloc buffers); null: a set of its own.
+  static Status create(const ShmGroup &group, std::unique_ptr<ShmChannel> *out,
+                       std::shared_ptr<ShmRegions> regions = nullptr);
 
   int rank() const { return rank_; }
   int size() const { return size_; }
@@ -137,7 +140,8 @@ class ShmChannel {
   }
   // Symmetric buffers (quorum_mem_alloc) of this channel's ranks
   // (Communicator::alloc_symmetric makes them).
-  ShmRegions &regions() { return regions_; }
+  ShmRegions &regions() { return *regions_; }
+  const std::shared_ptr<ShmRegions> &shared_regions() const { return regions_; }
   // How many allreduces took the zero-copy path on this rank.
   uint64_t zero_copy_ops() const { return zero_copy_ops_.load(std::memory_order_relaxed); }
   void count_zero_copy() { zero_copy_ops_.fetch_add(1, std::memory_order_relaxed); }
@@ -178,7 +182,7 @@ class ShmChannel {
   std::map<uint64_t, uint64_t> ahead_;
   std::atomic<size_t> ahead_count_{0};
   std::unique_ptr<std::atomic<uint64_t>[]> peer_done_;  // per rank, local to this process
-  ShmRegions regions_;
+  std::shared_ptr<ShmRegions> regions_;
   std::atomic<uint64_t> zero_copy_ops_{0};
 };
 

@@ -146,10 +146,14 @@ Status PartialAllreduce::create(Communicator &comm, size_t count, quorum_dtype_t
 PartialAllreduce::PartialAllreduce(Communicator &comm) : comm_(comm) {}
 
 PartialAllreduce::~PartialAllreduce() {
-  if (orphaned_) return;  // released when the communicator was finalized
-  if (finalize_hook_ >= 0) comm_.remove_finalize_hook(finalize_hook_);
-  // Not destroyed collectively: release locally (rounds aborted, receives cancelled).
-  if (!destroyed_) release();
+  if (!orphaned_) {  // else released when the communicator was finalized
+    if (finalize_hook_ >= 0) comm_.remove_finalize_hook(finalize_hook_);
+    // Not destroyed collectively: release locally (rounds aborted, receives cancelled).
+    if (!destroyed_) release();
+  }
+  // The symmetric buffers lie in the communicator's regions (shared with
+  // quorum_mem_alloc's): unmapped here, the peers' mappings stay theirs.
+  if (shm_ && symmetric_begin_) shm_->regions().release(const_cast<uint8_t *>(symmetric_begin_));
 }
 
 void PartialAllreduce::orphan() {
@@ -472,7 +476,11 @@ Status PartialAllreduce::join(uint64_t round, bool self_activated, bool synchron
   auto r = std::make_unique<Round>();
   r->id = round;
   r->buf = accumulator_;
-  const bool empty = accumulator_empty_;  // nothing posted: stale bytes, identity wanted
+  // A lent post (post_ref) is read from the caller's buffer; the accumulator,
+  // empty then, receives the round's result.
+  const uint8_t *send = lent_post_ ? lent_post_ : r->buf;
+  lent_post_ = nullptr;
+  const bool empty = accumulator_empty_ && send == r->buf;  // stale bytes: identity wanted
   accumulator_ = fresh_buf;
   accumulator_empty_ = true;
   r->synchronous = synchronous;
@@ -500,7 +508,7 @@ Status PartialAllreduce::join(uint64_t round, bool self_activated, bool synchron
   if (self_activated) r->header[kHdrBitmaps + bitmap_words_ + word] |= bit;
 
   r->sched = std::make_unique<Schedule>(fmt::format("partial #{} round {}", object_id_, round));
-  CollArgs data{CollKind::Allreduce, r->buf, r->buf, count_, dtype_, op_, 0};
+  CollArgs data{CollKind::Allreduce, send, r->buf, count_, dtype_, op_, 0};
   const AlgorithmInfo *algo = nullptr;
   Status s = kOk;
   TaskId last = -1;
@@ -686,14 +694,47 @@ Status PartialAllreduce::post(const void *contribution) {
       carried_pending_rounds_ += k;
     }
     s = handle_deferred_activations();
-    if (s == kOk && k == joined_) {
-      if (sync_round(k)) {
-        s = join(k, false, true, false);
-      } else if (opts_.mode == QUORUM_PARTIAL_SOLO ||
-                 majority_initiator(opts_.seed, k, size_) == rank_) {
-        s = join(k, true, false, false);
-        if (s == kOk) s = send_activations(k, rank_);
-      }
+    if (s == kOk && k == joined_) s = join_after_post(k);
+  }
+  engine_->progress_once();
+  engine_->wake();
+  return s;
+}
+
+Status PartialAllreduce::join_after_post(uint64_t k) {
+  if (sync_round(k)) return join(k, false, true, false);
+  if (opts_.mode == QUORUM_PARTIAL_SOLO || majority_initiator(opts_.seed, k, size_) == rank_) {
+    QUORUM_CHECK(join(k, true, false, false));
+    return send_activations(k, rank_);
+  }
+  return kOk;
+}
+
+Status PartialAllreduce::post_ref(const void *contribution) {
+  if (!contribution) {
+    return fail(QUORUM_ERR_INVALID_ARG, "partial", "partial_post_ref: NULL buffer");
+  }
+  if (buffer_kind(contribution) == BufferKind::Device) return post(contribution);
+  Status s = kOk;
+  {
+    auto lock = lock_engine();
+    QUORUM_CHECK(begin_call_locked("partial_post_ref"));
+    if (posted_) {
+      return fail(QUORUM_ERR_INVALID_ARG, "partial",
+                  "partial_post_ref: rank {} posted twice for round {} without a wait in between",
+                  rank_, waited_);
+    }
+    // Lent only when it is all of this rank's input to its round; a late
+    // post or one that adds to carried contributions is copied (post()).
+    if (waited_ == joined_ && accumulator_empty_) {
+      posted_ = true;
+      lent_post_ = static_cast<const uint8_t *>(contribution);
+      fresh_pending_ = true;
+      pending_post_ns_ = now_ns();
+      s = join_after_post(waited_);
+    } else {
+      lock.unlock();
+      return post(contribution);
     }
   }
   engine_->progress_once();

@@ -72,6 +72,11 @@ quorum_status_t quorum_partial_post(quorum_partial_t partial, const void *contri
   return partial->obj->post(contribution);
 }
 
+quorum_status_t quorum_partial_post_ref(quorum_partial_t partial, const void *contribution) {
+  CHECK_PARTIAL(partial);
+  return partial->obj->post_ref(contribution);
+}
+
 quorum_status_t quorum_partial_wait(quorum_partial_t partial, void *result,
                                     quorum_round_info_t *info) {
   CHECK_PARTIAL(partial);

@@ -121,6 +121,12 @@ quorum_status_t quorum_partial_create(quorum_comm_t comm, size_t count, quorum_d
                                       quorum_op_t op, const quorum_partial_opts_t *opts,
                                       quorum_partial_t *partial);
 quorum_status_t quorum_partial_post(quorum_partial_t partial, const void *contribution);
+/* quorum_partial_post without the copy: when the contribution is all this
+ * rank gives to its round (not late, nothing carried), the round reads it from
+ * `contribution`, which must stay unchanged until the matching wait returns
+ * (on one host, from quorum_mem_alloc, the round then copies nothing at all).
+ * Otherwise it is copied as by quorum_partial_post. */
+quorum_status_t quorum_partial_post_ref(quorum_partial_t partial, const void *contribution);
 quorum_status_t quorum_partial_wait(quorum_partial_t partial, void *result,
                                     quorum_round_info_t *info);
 /* quorum_partial_wait without the copy: *result points at the round's result

@@ -104,6 +104,9 @@ class Partial {
     if (p_) quorum_partial_destroy(p_);
   }
   void post(const T *contribution) { check(quorum_partial_post(p_, contribution)); }
+  // post() without the copy: contribution must stay unchanged until the
+  // matching wait returns (see quorum_partial_post_ref).
+  void post_ref(const T *contribution) { check(quorum_partial_post_ref(p_, contribution)); }
   quorum_round_info_t wait(T *result) {
     quorum_round_info_t info{};
     check(quorum_partial_wait(p_, result, &info));

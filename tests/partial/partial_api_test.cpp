@@ -155,6 +155,7 @@ TEST(PartialCApi, ArgumentErrors) {
               QUORUM_ERR_INVALID_ARG);
     EXPECT_EQ(pa, nullptr);
     EXPECT_EQ(quorum_partial_post(nullptr, nullptr), QUORUM_ERR_INVALID_ARG);
+    EXPECT_EQ(quorum_partial_post_ref(nullptr, nullptr), QUORUM_ERR_INVALID_ARG);
     EXPECT_EQ(quorum_partial_wait(nullptr, nullptr, nullptr), QUORUM_ERR_INVALID_ARG);
     EXPECT_EQ(quorum_partial_flush(nullptr, nullptr), QUORUM_ERR_INVALID_ARG);
     EXPECT_EQ(quorum_partial_destroy(nullptr), QUORUM_ERR_INVALID_ARG);
@@ -169,6 +170,14 @@ TEST(PartialCApi, ArgumentErrors) {
     EXPECT_NE(std::string(quorum_last_error()).find("posted twice"), std::string::npos)
         << quorum_last_error();
     EXPECT_EQ(quorum_partial_flush(pa, out), QUORUM_ERR_INVALID_ARG);
+    ASSERT_EQ(quorum_partial_wait(pa, out, nullptr), QUORUM_OK) << quorum_last_error();
+    // The same rules for a lent post.
+    EXPECT_EQ(quorum_partial_post_ref(pa, nullptr), QUORUM_ERR_INVALID_ARG);
+    ASSERT_EQ(quorum_partial_post_ref(pa, v), QUORUM_OK) << quorum_last_error();
+    EXPECT_EQ(quorum_partial_post_ref(pa, v), QUORUM_ERR_INVALID_ARG);
+    EXPECT_NE(std::string(quorum_last_error()).find("posted twice"), std::string::npos)
+        << quorum_last_error();
+    EXPECT_EQ(quorum_partial_post(pa, v), QUORUM_ERR_INVALID_ARG);
     ASSERT_EQ(quorum_partial_wait(pa, out, nullptr), QUORUM_OK) << quorum_last_error();
     ASSERT_EQ(quorum_partial_flush(pa, out), QUORUM_OK) << quorum_last_error();
     EXPECT_EQ(quorum_partial_destroy(pa), QUORUM_OK) << quorum_last_error();

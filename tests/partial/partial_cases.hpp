@@ -201,7 +201,8 @@ inline void majority_one_driver(Communicator &c, uint64_t rounds = 10) {
 // every rank: sum of all results (rounds + flush) == sum of all posts, exactly.
 inline void conservation(Communicator &c, quorum_partial_mode_t mode, uint64_t max_staleness,
                          uint64_t rounds = 24, int max_delay_us = 1500, uint64_t first_round = 0,
-                         size_t n = 33, uint64_t *zero_copy_rounds = nullptr, bool borrow = false) {
+                         size_t n = 33, uint64_t *zero_copy_rounds = nullptr, bool borrow = false,
+                         bool lend_post = false) {
   const int r = c.rank();
   PartialOptions o;
   o.mode = mode;
@@ -214,11 +215,22 @@ inline void conservation(Communicator &c, quorum_partial_mode_t mode, uint64_t m
   std::vector<uint64_t> hashes;
   std::mt19937 rng(1000u + static_cast<unsigned>(r));
   std::uniform_int_distribution<int> delay(0, max_delay_us);
+  // Lent posts (post_ref) from quorum_mem_alloc memory, rewritten only after
+  // each wait: symmetric on one host, so the rounds can go zero-copy.
+  void *lent = nullptr;
+  if (lend_post) {
+    ASSERT_EQ(c.mem_alloc(n * sizeof(int64_t), &lent), QUORUM_OK) << last_error();
+  }
   for (uint64_t k = 0; k < rounds; ++k) {
     sleep_us(delay(rng));
     fill_contribution(in, r, k);
     for (size_t i = 0; i < n; ++i) posted[i] += in[i];
-    ASSERT_EQ(p->post(in.data()), QUORUM_OK) << last_error();
+    if (lend_post) {
+      std::memcpy(lent, in.data(), n * sizeof(int64_t));
+      ASSERT_EQ(p->post_ref(lent), QUORUM_OK) << last_error();
+    } else {
+      ASSERT_EQ(p->post(in.data()), QUORUM_OK) << last_error();
+    }
     PartialRoundInfo info;
     if (borrow) {
       // The result inside the object, valid until the next call on it.
@@ -248,6 +260,9 @@ inline void conservation(Communicator &c, quorum_partial_mode_t mode, uint64_t m
   EXPECT_EQ(p->dropped(), 0u);
   if (zero_copy_rounds) *zero_copy_rounds = p->zero_copy_rounds();
   EXPECT_EQ(p->destroy(), QUORUM_OK) << last_error();
+  if (lent) {
+    EXPECT_EQ(c.mem_free(lent), QUORUM_OK);
+  }
 }
 
 // 3c. A post copies into the accumulator without the engine mutex; an

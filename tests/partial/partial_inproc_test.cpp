@@ -45,6 +45,15 @@ TEST_P(Partial, ConservationWithCarryMajority) {
             [](Communicator &c) { cases::conservation(c, QUORUM_PARTIAL_MAJORITY, 3); });
 }
 
+// Lent posts (post_ref): read from the caller's buffer when nothing is
+// carried, copied when late or adding to carried contributions.
+TEST_P(Partial, ConservationLentPosts) {
+  run_ranks(GetParam(), [](Communicator &c) {
+    cases::conservation(c, QUORUM_PARTIAL_SOLO, 4, 24, 1500, 0, 33, nullptr, false, true);
+    cases::conservation(c, QUORUM_PARTIAL_MAJORITY, 3, 24, 1500, 0, 33, nullptr, true, true);
+  });
+}
+
 TEST_P(Partial, ActivationDuringPostCopy) {
   run_ranks(GetParam(), [](Communicator &c) { cases::activation_during_post_copy(c); });
 }

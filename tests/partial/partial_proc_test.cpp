@@ -32,6 +32,18 @@ TEST(ProcessPartial, ConservationSolo) {
 TEST(ProcessPartial, ConservationMajority) {
   cases::conservation(*test::process_comm(), QUORUM_PARTIAL_MAJORITY, 3);
 }
+// Lent posts from quorum_mem_alloc buffers: the rounds read them in place,
+// zero-copy on one host (the partial object's channel sees the
+// communicator's symmetric buffers), and nothing is lost.
+TEST(ProcessPartial, ConservationLentPostsZeroCopy) {
+  Communicator &c = *test::process_comm();
+  uint64_t zero_copy = 0;
+  cases::conservation(c, QUORUM_PARTIAL_SOLO, 4, 24, 1500, 0, 20000, &zero_copy, false, true);
+  if (c.has_shm_channel() && allreduce_uses_shm()) {
+    EXPECT_EQ(zero_copy, 25u) << "24 rounds and the flush";
+  }
+  cases::conservation(c, QUORUM_PARTIAL_MAJORITY, 2, 16, 1000, 0, 20000, nullptr, true, true);
+}
 TEST(ProcessPartial, ActivationDuringPostCopy) {
   cases::activation_during_post_copy(*test::process_comm());
 }

@@ -130,6 +130,9 @@ int run(int argc, char **argv) {
   partial->add_flag("--copy-result", po.copy_result,
                     "take each round's result with quorum_partial_wait (a copy) instead of "
                     "quorum_partial_wait_ref");
+  partial->add_flag("--copy-post", po.copy_post,
+                    "post each gradient with quorum_partial_post (a copy) instead of "
+                    "quorum_partial_post_ref");
 
   try {
     app.parse(argc, argv);

@@ -7,8 +7,9 @@
 // quorum_allreduce). The gradient and result buffers come from
 // quorum_mem_alloc for every variant (sync's allreduce then copies nothing on
 // one host; the partial rounds' own buffers are symmetric too), and the
-// partial variants take their result with quorum_partial_wait_ref (no copy;
-// --copy-result: quorum_partial_wait). Delays are
+// partial variants lend their gradient with quorum_partial_post_ref and take
+// their result with quorum_partial_wait_ref (no copies; --copy-post:
+// quorum_partial_post, --copy-result: quorum_partial_wait). Delays are
 // pure functions of (seed, step, rank), so all ranks agree without talking:
 //   paper        1 or 2 ranks per step, drawn with the step as shared seed, wait D ms
 //   slow-rank    the last rank waits D ms every step
@@ -218,7 +219,8 @@ VariantResult run_variant(quorum_comm_t comm, const PartialOptions &o, const cha
       if (s != QUORUM_OK) die(comm, "quorum_allreduce", s);
       ++v.fresh_histogram[static_cast<size_t>(n)];
     } else {
-      s = quorum_partial_post(partial, grad);
+      // The gradient stays unchanged until the wait: it can be lent.
+      s = o.copy_post ? quorum_partial_post(partial, grad) : quorum_partial_post_ref(partial, grad);
       if (s != QUORUM_OK) die(comm, "quorum_partial_post", s);
       quorum_round_info_t info{};
       if (o.copy_result) {
@@ -307,8 +309,10 @@ int run_partial_bench(quorum_comm_t comm, const PartialOptions &o) {
     fmt::print("# quorum-bench partial: {} ranks, transport {}, {} steps, {} B float32 sum\n", n,
                quorum_comm_transport(comm), o.steps, std::max<size_t>(4, o.bytes / 4 * 4));
     fmt::print(
-        "#   compute C = {} ms, delay D = {} ms, model {}, max staleness {}, seed {}, results {}\n",
+        "#   compute C = {} ms, delay D = {} ms, model {}, max staleness {}, seed {}, posts {}, "
+        "results {}\n",
         o.compute_ms, o.delay_ms, o.model, o.max_staleness, o.seed,
+        o.copy_post ? "copied (quorum_partial_post)" : "lent (quorum_partial_post_ref)",
         o.copy_result ? "copied (quorum_partial_wait)" : "lent (quorum_partial_wait_ref)");
     fmt::print(
         "#   ideal speedup over sync (the model with free communication): solo {:.3f}, "
@@ -334,6 +338,7 @@ int run_partial_bench(quorum_comm_t comm, const PartialOptions &o) {
       j["model"] = o.model;
       j["max_staleness"] = o.max_staleness;
       j["copy_result"] = o.copy_result;
+      j["copy_post"] = o.copy_post;
       j["steps_per_s"] = rate;
       j["steps_per_s_mean_rank"] = mean_rate;
       j["ms_per_step"] = 1e3 * v.job_elapsed_s / o.steps;

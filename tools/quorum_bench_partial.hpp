@@ -20,6 +20,7 @@ struct PartialOptions {
   unsigned long long seed = 42;
   bool json = false;
   bool copy_result = false;  // quorum_partial_wait instead of quorum_partial_wait_ref
+  bool copy_post = false;    // quorum_partial_post instead of quorum_partial_post_ref
 };
 
 // Runs sync, solo and majority in turn; rank 0 prints. Returns the process

@@ -94,7 +94,8 @@ Status CollectiveReducer::reduce_gradients(float *grads, size_t count, MemoryKin
       backend_->copy_to_host(host_.data(), grads, count * sizeof(float));
       buf = host_.data();
     }
-    quorum_status_t s = quorum_partial_post(partial_, buf);
+    // Lent: buf is not touched again before the wait returns.
+    quorum_status_t s = quorum_partial_post_ref(partial_, buf);
     if (s != QUORUM_OK) return api_error(s, "posting the gradient");
     quorum_round_info_t round{};
     // The round's sum stays in the object; one pass scales it into buf.

@@ -725,8 +725,13 @@ Status PartialAllreduce::post_ref(const void *contribution) {
                   rank_, waited_);
     }
     // Lent only when it is all of this rank's input to its round; a late
-    // post or one that adds to carried contributions is copied (post()).
-    if (waited_ == joined_ && accumulator_empty_) {
+    // post or one that adds to carried contributions is copied (post()). So
+    // is one outside the symmetric regions when the rounds go zero-copy: the
+    // round would copy it in slices anyway, slower than one copy here.
+    const bool zero_copy_rounds = shm_ && symmetric_begin_ && bytes_ >= shm_->zero_copy_bytes();
+    const bool lendable =
+        !zero_copy_rounds || shm_->regions().locate(contribution, bytes_).region != 0;
+    if (waited_ == joined_ && accumulator_empty_ && lendable) {
       posted_ = true;
       lent_post_ = static_cast<const uint8_t *>(contribution);
       fresh_pending_ = true;

@@ -44,6 +44,35 @@ TEST(ProcessPartial, ConservationLentPostsZeroCopy) {
   }
   cases::conservation(c, QUORUM_PARTIAL_MAJORITY, 2, 16, 1000, 0, 20000, nullptr, true, true);
 }
+// A lent post from ordinary memory while the rounds go zero-copy: it is
+// copied (the round could not read it in place), so every round stays
+// zero-copy, and nothing is lost.
+TEST(ProcessPartial, LentPostOutsideSymmetricMemoryIsCopied) {
+  Communicator &c = *test::process_comm();
+  const size_t n = 20000;
+  PartialOptions o;
+  o.max_staleness = 4;
+  std::unique_ptr<PartialAllreduce> p;
+  ASSERT_EQ(PartialAllreduce::create(c, n, QUORUM_INT64, QUORUM_SUM, o, &p), QUORUM_OK)
+      << last_error();
+  std::vector<int64_t> in(n, 1), out(n);
+  int64_t got = 0;
+  PartialRoundInfo info;
+  for (int k = 0; k < 12; ++k) {
+    // In lockstep: no rank holds more rounds than there are symmetric buffers.
+    ASSERT_EQ(c.barrier(), QUORUM_OK) << last_error();
+    ASSERT_EQ(p->post_ref(in.data()), QUORUM_OK) << last_error();
+    ASSERT_EQ(p->wait(out.data(), &info), QUORUM_OK) << last_error();
+    got += out[0];
+  }
+  ASSERT_EQ(p->flush(out.data(), &info), QUORUM_OK) << last_error();
+  got += out[0];
+  EXPECT_EQ(got, int64_t{12} * c.size());
+  if (c.has_shm_channel() && allreduce_uses_shm()) {
+    EXPECT_EQ(p->zero_copy_rounds(), 13u) << "12 rounds and the flush";
+  }
+  EXPECT_EQ(p->destroy(), QUORUM_OK) << last_error();
+}
 TEST(ProcessPartial, ActivationDuringPostCopy) {
   cases::activation_during_post_copy(*test::process_comm());
 }

@@ -184,6 +184,16 @@ Status PartialAllreduce::begin_call_locked(const char *call) {
   return kOk;
 }
 
+Status PartialAllreduce::begin_post_locked(const char *call) {
+  QUORUM_CHECK(begin_call_locked(call));
+  if (posted_) {
+    return fail(QUORUM_ERR_INVALID_ARG, "partial",
+                "{}: rank {} posted twice for round {} without a wait in between", call, rank_,
+                waited_);
+  }
+  return kOk;
+}
+
 Status PartialAllreduce::released_error(const char *call) const {
   if (orphaned_) {
     return fail(QUORUM_ERR_INVALID_ARG, "partial",
@@ -644,12 +654,7 @@ Status PartialAllreduce::post(const void *contribution) {
   bool dropped = false;
   {
     auto lock = lock_engine();
-    QUORUM_CHECK(begin_call_locked("partial_post"));
-    if (posted_) {
-      return fail(QUORUM_ERR_INVALID_ARG, "partial",
-                  "partial_post: rank {} posted twice for round {} without a wait in between",
-                  rank_, waited_);
-    }
+    QUORUM_CHECK(begin_post_locked("partial_post"));
     posted_ = true;
     k = waited_;
     dropped = k != joined_ && !opts_.carry;  // late: round k was joined without it
@@ -718,12 +723,7 @@ Status PartialAllreduce::post_ref(const void *contribution) {
   Status s = kOk;
   {
     auto lock = lock_engine();
-    QUORUM_CHECK(begin_call_locked("partial_post_ref"));
-    if (posted_) {
-      return fail(QUORUM_ERR_INVALID_ARG, "partial",
-                  "partial_post_ref: rank {} posted twice for round {} without a wait in between",
-                  rank_, waited_);
-    }
+    QUORUM_CHECK(begin_post_locked("partial_post_ref"));
     // Lent only when it is all of this rank's input to its round; a late
     // post or one that adds to carried contributions is copied (post()). So
     // is one outside the symmetric regions when the rounds go zero-copy: the

@@ -206,6 +206,8 @@ class PartialAllreduce {
   // Mutex held, at the start of post/wait/flush: the object's error or the
   // released error if any, else takes back a lent result.
   Status begin_call_locked(const char *call);
+  // begin_call_locked, and no post pending since the last wait.
+  Status begin_post_locked(const char *call);
 
   Communicator &comm_;
   int finalize_hook_ = -1;

@@ -359,16 +359,21 @@ class ShmAllreduceTask : public Task {
     }
     if (stage_[c] == kReduced) {
       if (!all_reached(&ShmChannel::reduced, s, tag)) return moved;
-      if (streaming_) {
-        copy_streaming(recv_ + off * es_, ch_->result(s), n * es_);
-      } else {
-        std::memcpy(recv_ + off * es_, ch_->result(s), n * es_);
-      }
+      copy_result(recv_ + off * es_, ch_->result(s), n * es_);
       ch_->done(me, s).store(tag, std::memory_order_release);
       stage_[c] = kDone;
       moved = true;
     }
     return moved;
+  }
+
+  // A result into a receive buffer: streaming stores for large messages.
+  void copy_result(uint8_t *dst, const uint8_t *src, size_t bytes) const {
+    if (streaming_) {
+      copy_streaming(dst, src, bytes);
+    } else {
+      std::memcpy(dst, src, bytes);
+    }
   }
 
   // recv[off, off + n) = the inputs of slot s reduced in rank order. This
@@ -453,11 +458,7 @@ class ShmAllreduceTask : public Task {
       }
       if (op_ == QUORUM_AVG) scale_average(tmp.get(), n, dtype_, p);
       for (int q = 0; q < p; ++q) {
-        if (streaming_) {
-          copy_streaming(peer_recv_[static_cast<size_t>(q)] + at, tmp.get(), n * es_);
-        } else {
-          std::memcpy(peer_recv_[static_cast<size_t>(q)] + at, tmp.get(), n * es_);
-        }
+        copy_result(peer_recv_[static_cast<size_t>(q)] + at, tmp.get(), n * es_);
       }
     }
   }

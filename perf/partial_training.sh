@@ -8,9 +8,10 @@
 # Usage: perf/partial_training.sh [--build DIR] [--ranks N] [--epochs N]
 #          [--train-limit N] [--delay MS] [--drawn K|K1-K2] [--seed N]
 #          [--runs "sync majority solo"] [-- extra quorum-train arguments]
-# A run is sync, majority or solo, with ":drop" for --drop-late (e.g.
-# majority:drop). Recipe for all: cosine decay after a half-epoch warmup; the
-# partial runs reduce synchronously during that warmup (--sync-epochs 0.5).
+# A run is sync, majority or solo, with ":drop" for --drop-late and
+# ":no-catch-up" for --no-catch-up (e.g. majority:drop, solo:no-catch-up).
+# Recipe for all: cosine decay after a half-epoch warmup; the partial runs
+# reduce synchronously during that warmup (--sync-epochs 0.5).
 set -eu
 build=build ranks=4 epochs=3 limit=0 delay=20 drawn=1-2 seed=1
 runs="sync majority majority:drop solo:drop"
@@ -25,7 +26,7 @@ while [ $# -gt 0 ]; do
     --seed) seed="$2"; shift 2 ;;
     --runs) runs="$2"; shift 2 ;;
     --) shift; break ;;
-    -h|--help) sed -n '2,14p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,15p' "$0"; exit 0 ;;
     *) echo "unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -39,8 +40,9 @@ for run in $runs; do
   mode=${run%%:*}
   args=(--reduce "$mode")
   [ "$mode" != sync ] && args+=(--sync-epochs 0.5)
-  [ "$run" != "${run%:drop}" ] && args+=(--drop-late)
-  label=${run/:/-}
+  case "$run" in *:drop*) args+=(--drop-late) ;; esac
+  case "$run" in *:no-catch-up*) args+=(--no-catch-up) ;; esac
+  label=${run//:/-}
   labels+=("$label")
   echo "== $run: $ranks ranks, imbalance paper:$delay:$drawn, $epochs epochs" >&2
   "$build/tools/quorum-run" -n "$ranks" -- "$build/tools/quorum-train" --data fashion-mnist \

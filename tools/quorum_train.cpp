@@ -123,13 +123,14 @@ class ConsoleObserver : public qt::TrainObserver {
     std::printf(
         "epoch %lld%s: train loss %.4f acc %.2f%% | test loss %.4f acc %.2f%% | %.0f img/s | "
         "%.0f img/cpu-s | %.2f s: data %.2f forward %.2f backward %.2f reduce %.2f update %.2f | "
-        "eval %.2f s | imbalance %.2f s | fresh %.2f carried %lld (%.2f steps late) | "
-        "params crc32 %08x sum %.6f%s\n",
+        "eval %.2f s | imbalance %.2f s | fresh %.2f carried %lld (%.2f steps late) "
+        "skipped %lld | params crc32 %08x sum %.6f%s\n",
         static_cast<long long>(r.epoch + 1), r.complete ? "" : " (partial)", r.train_loss,
         100 * r.train_accuracy, r.test_loss, 100 * r.test_accuracy, r.images_per_s,
         r.images_per_cpu_s, r.seconds, r.times.data, r.times.forward, r.times.backward,
         r.times.reduce, r.times.update, r.eval_seconds, r.times.imbalance, r.mean_contributors,
-        static_cast<long long>(r.carried), r.mean_staleness, r.param_crc32, r.param_sum,
+        static_cast<long long>(r.carried), r.mean_staleness, static_cast<long long>(r.skipped),
+        r.param_crc32, r.param_sum,
         reducer_ == nullptr ? ""
         : agree             ? " (same on every rank)"
                             : " (REPLICAS DIFFER)");
@@ -156,6 +157,7 @@ class ConsoleObserver : public qt::TrainObserver {
                     {"mean_contributors", r.mean_contributors},
                     {"carried", r.carried},
                     {"mean_staleness", r.mean_staleness},
+                    {"skipped", r.skipped},
                     {"replicas_agree", agree},
                     {"eval_seconds", r.eval_seconds},
                     {"lr", r.lr},
@@ -262,6 +264,7 @@ int main(int argc, char **argv) {
   app.add_option("--resume", cfg.resume_path, "continue from this checkpoint");
   unsigned max_staleness = 32;
   bool drop_late = false;
+  bool no_catch_up = false;
   double sync_epochs = 0;
   app.add_option("--reduce", reduce_mode,
                  "gradient reduction across ranks: sync (allreduce), solo or majority (partial "
@@ -281,6 +284,10 @@ int main(int argc, char **argv) {
   app.add_flag("--drop-late", drop_late,
                "solo/majority: drop gradients that miss their round (the reference's "
                "behaviour) instead of carrying them into a later round");
+  app.add_flag("--no-catch-up", no_catch_up,
+               "solo/majority: a rank that fell behind still computes a gradient for every "
+               "step (it can only be late) instead of applying the steps the others already "
+               "ran and computing on the newest parameters");
   CLI11_PARSE(app, argc, argv);
 
   // Several ranks (a launcher's environment) or an explicit --reduce: distributed.
@@ -299,6 +306,7 @@ int main(int argc, char **argv) {
     ro.max_staleness = max_staleness;
     ro.carry = !drop_late;
     ro.sync_epochs = sync_epochs;
+    ro.catch_up = !no_catch_up;
     ro.seed = cfg.seed;
     if (qt::ImbalanceModel::parse(imbalance, cfg.seed, &ro.imbalance) != quorum::kOk ||
         qt::CollectiveReducer::create(comm, ro, nullptr, &dist) != quorum::kOk) {

@@ -44,6 +44,15 @@ class GradientReducer {
   // grads: `count` floats (the flat gradient of step `step`), reduced in place.
   virtual Status reduce_gradients(float *grads, size_t count, MemoryKind memory, int64_t step,
                                   ReduceInfo *info) = 0;
+  // How many of the next steps the other ranks already reduced without this
+  // rank (partial reducers; checked between steps). The trainer then skips
+  // computing them: for each, skip_step() leaves the step's reduced gradient
+  // in grads, without a contribution. The default: never behind.
+  virtual int64_t steps_behind() { return 0; }
+  virtual Status skip_step(float * /*grads*/, size_t /*count*/, MemoryKind /*memory*/,
+                           int64_t /*step*/, ReduceInfo * /*info*/) {
+    return fail(QUORUM_ERR_INTERNAL, "reducer", "skip_step on a reducer that is never behind");
+  }
   // A short name for logs ("local", "sync", "solo", "majority").
   virtual const char *name() const = 0;
   // Called once before the first step with the run's steps per epoch (for

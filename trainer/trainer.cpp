@@ -159,34 +159,44 @@ Status train(const TrainConfig &cfg, Backend *backend, const DataSplit &data,
     double contributors_sum = 0;
     uint64_t staleness_sum = 0;
     while (st.step_in_epoch < steps_per_epoch && st.global_step < total_steps) {
-      auto t = Clock::now();
-      const uint32_t *idx = order.data() + st.step_in_epoch * cfg.batch;
-      assemble_batch(tr, idx, cfg.batch, hb.images.data(), hb.labels.data());
-      model->load_batch(cfg.batch, hb.images.data(), hb.labels.data());
-      backend->synchronize();
-      rep.times.data += since(t);
-
-      t = Clock::now();
+      // A rank that fell behind applies the steps the others already ran
+      // without computing its (late) gradient for them.
+      const bool skip = reducer->steps_behind() > 0;
       double loss = 0;
       int64_t correct = 0;
-      model->forward(cfg.batch);
-      model->loss(cfg.batch, &loss, &correct);
-      backend->synchronize();
-      rep.times.forward += since(t);
+      auto t = Clock::now();
+      if (!skip) {
+        const uint32_t *idx = order.data() + st.step_in_epoch * cfg.batch;
+        assemble_batch(tr, idx, cfg.batch, hb.images.data(), hb.labels.data());
+        model->load_batch(cfg.batch, hb.images.data(), hb.labels.data());
+        backend->synchronize();
+        rep.times.data += since(t);
 
-      t = Clock::now();
-      float *grads = model->grads();
-      const int64_t this_step = st.global_step;
-      model->backward(cfg.batch, [&](size_t offset, size_t n) {
-        reducer->gradient_ready(grads, offset, n, this_step);
-      });
-      backend->synchronize();
-      rep.times.backward += since(t);
+        t = Clock::now();
+        model->forward(cfg.batch);
+        model->loss(cfg.batch, &loss, &correct);
+        backend->synchronize();
+        rep.times.forward += since(t);
+
+        t = Clock::now();
+        float *grads = model->grads();
+        const int64_t this_step = st.global_step;
+        model->backward(cfg.batch, [&](size_t offset, size_t n) {
+          reducer->gradient_ready(grads, offset, n, this_step);
+        });
+        backend->synchronize();
+        rep.times.backward += since(t);
+      }
 
       t = Clock::now();
       ReduceInfo info;
-      QUORUM_CHECK(reducer->reduce_gradients(model->grads(), count, backend->memory_kind(),
-                                             st.global_step, &info));
+      if (skip) {
+        QUORUM_CHECK(reducer->skip_step(model->grads(), count, backend->memory_kind(),
+                                        st.global_step, &info));
+      } else {
+        QUORUM_CHECK(reducer->reduce_gradients(model->grads(), count, backend->memory_kind(),
+                                               st.global_step, &info));
+      }
       rep.times.reduce += since(t) - info.injected_seconds;
       rep.times.imbalance += info.injected_seconds;
       contributors_sum += info.contributors;
@@ -199,13 +209,17 @@ Status train(const TrainConfig &cfg, Backend *backend, const DataSplit &data,
       backend->synchronize();
       rep.times.update += since(t);
 
-      st.epoch_loss_sum += loss * cfg.batch;
-      st.epoch_correct += correct;
-      st.epoch_images += cfg.batch;
       ++st.step_in_epoch, ++st.global_step, ++rep.steps;
-      images_this_run += cfg.batch;
       rep.lr = step.lr;
-      if (observer) {
+      if (skip) {
+        ++rep.skipped;
+      } else {
+        st.epoch_loss_sum += loss * cfg.batch;
+        st.epoch_correct += correct;
+        st.epoch_images += cfg.batch;
+        images_this_run += cfg.batch;
+      }
+      if (observer && !skip) {
         StepProgress p;
         p.epoch = st.epoch, p.step_in_epoch = st.step_in_epoch;
         p.steps_per_epoch = steps_per_epoch, p.global_step = st.global_step;

@@ -61,6 +61,7 @@ struct EpochReport {
   PhaseTimes times;
   double mean_contributors = 0;  // ranks whose gradient made it into a step, averaged
   int64_t carried = 0;           // partial: this rank's gradients that missed their step
+  int64_t skipped = 0;           // partial: steps this rank applied without computing (behind)
   double mean_staleness = 0;     // and how many steps late they were applied, on average
   uint32_t param_crc32 = 0;      // bit-exact checksum of the parameters
   double param_sum = 0;          // sum of the parameters (a readable checksum)

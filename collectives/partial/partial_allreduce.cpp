@@ -960,6 +960,11 @@ uint64_t PartialAllreduce::next_round() const {
   return waited_;
 }
 
+uint64_t PartialAllreduce::rounds_behind() const {
+  auto lock = lock_engine();
+  return joined_ > waited_ && !posted_ ? joined_ - waited_ : 0;
+}
+
 uint64_t PartialAllreduce::dropped() const {
   auto lock = lock_engine();
   return dropped_;

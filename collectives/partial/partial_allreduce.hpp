@@ -152,8 +152,14 @@ class PartialAllreduce {
 
   // Statistics (read by the caller's thread; take the engine mutex).
   uint64_t next_round() const;  // the round the next wait returns
-  uint64_t dropped() const;     // drop mode: late posts discarded
-  uint64_t carried() const;     // carry mode: late posts carried into a later round
+  // Rounds other ranks already activated (this rank joined them) that this
+  // rank's waits have not returned yet. A post now would miss every one of
+  // them (it belongs to the first): a rank that is behind may wait without
+  // posting to catch up instead of computing contributions that would only be
+  // carried or dropped. Never spans a synchronous round (joined on arrival).
+  uint64_t rounds_behind() const;
+  uint64_t dropped() const;  // drop mode: late posts discarded
+  uint64_t carried() const;  // carry mode: late posts carried into a later round
   // Activations that arrived while a post was copying and waited for it.
   uint64_t deferred_activations() const;
   // fresh_histogram()[f]: how many rounds this rank waited for had f fresh ranks.

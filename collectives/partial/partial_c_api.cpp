@@ -91,6 +91,15 @@ quorum_status_t quorum_partial_wait_ref(quorum_partial_t partial, const void **r
   return with_info(partial->obj->wait_ref(result, &ri), ri, info);
 }
 
+quorum_status_t quorum_partial_rounds_behind(quorum_partial_t partial, unsigned long long *rounds) {
+  CHECK_PARTIAL(partial);
+  if (!rounds) {
+    return fail(QUORUM_ERR_INVALID_ARG, "api", "quorum_partial_rounds_behind: NULL output");
+  }
+  *rounds = partial->obj->rounds_behind();
+  return QUORUM_OK;
+}
+
 quorum_status_t quorum_partial_last_round_stats(quorum_partial_t partial,
                                                 quorum_round_stats_t *stats) {
   CHECK_PARTIAL(partial);

@@ -136,6 +136,14 @@ quorum_status_t quorum_partial_wait(quorum_partial_t partial, void *result,
 quorum_status_t quorum_partial_wait_ref(quorum_partial_t partial, const void **result,
                                         quorum_round_info_t *info);
 quorum_status_t quorum_partial_flush(quorum_partial_t partial, void *result);
+/* How many rounds other ranks already activated that this rank's waits have
+ * not returned yet (0 after a post: it is only meaningful between a wait and
+ * the next post). A post now would miss all of them, so its contribution would
+ * be carried (or dropped) with that lateness. A rank that is behind can
+ * instead wait that many times without posting, applying each result, and
+ * compute its next contribution on the newest one (eager-SGD's stale ranks
+ * catching up). Never spans a synchronous round. */
+quorum_status_t quorum_partial_rounds_behind(quorum_partial_t partial, unsigned long long *rounds);
 /* Collective; frees the handle whatever the outcome. Destroy partial objects
  * before quorum_finalize: a finalize releases the ones still alive (locally,
  * with a warning), after which every call on them but this one is refused

@@ -127,6 +127,13 @@ class Partial {
     return stats;
   }
   void flush(T *result) { check(quorum_partial_flush(p_, result)); }
+  // Rounds others already ran that this rank has not waited for (between a
+  // wait and the next post); see quorum_partial_rounds_behind.
+  unsigned long long rounds_behind() const {
+    unsigned long long n = 0;
+    check(quorum_partial_rounds_behind(p_, &n));
+    return n;
+  }
   void destroy() {
     if (p_) check(quorum_partial_destroy(std::exchange(p_, nullptr)));
   }

@@ -71,6 +71,7 @@ TEST(CppWrapper, AllreduceAndRequestsOverOob) {
         total += lent[0];
         partial.flush(result.data());
         total += result[0];
+        EXPECT_EQ(partial.rounds_behind(), 0u) << "nobody posted after the flush";
         EXPECT_EQ(total, 6 * 6) << "every contribution lands in exactly one round";
         partial.destroy();
       }

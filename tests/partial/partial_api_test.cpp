@@ -159,10 +159,17 @@ TEST(PartialCApi, ArgumentErrors) {
     EXPECT_EQ(quorum_partial_wait(nullptr, nullptr, nullptr), QUORUM_ERR_INVALID_ARG);
     EXPECT_EQ(quorum_partial_flush(nullptr, nullptr), QUORUM_ERR_INVALID_ARG);
     EXPECT_EQ(quorum_partial_destroy(nullptr), QUORUM_ERR_INVALID_ARG);
+    unsigned long long behind = 7;
+    EXPECT_EQ(quorum_partial_rounds_behind(nullptr, &behind), QUORUM_ERR_INVALID_ARG);
 
     // Defaults (NULL opts); then misuse on a live object.
     ASSERT_EQ(quorum_partial_create(comm, 4, QUORUM_INT64, QUORUM_SUM, nullptr, &pa), QUORUM_OK);
     int64_t v[4] = {1, 2, 3, 4}, out[4];
+    EXPECT_EQ(quorum_partial_rounds_behind(pa, nullptr), QUORUM_ERR_INVALID_ARG);
+    EXPECT_NE(std::string(quorum_last_error()).find("NULL output"), std::string::npos);
+    // The other rank may have run its first rounds already: at most 2 of them.
+    ASSERT_EQ(quorum_partial_rounds_behind(pa, &behind), QUORUM_OK);
+    EXPECT_LE(behind, 2u);
     EXPECT_EQ(quorum_partial_post(pa, nullptr), QUORUM_ERR_INVALID_ARG);
     EXPECT_EQ(quorum_partial_wait(pa, nullptr, nullptr), QUORUM_ERR_INVALID_ARG);
     ASSERT_EQ(quorum_partial_post(pa, v), QUORUM_OK);

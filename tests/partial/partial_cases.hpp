@@ -161,6 +161,55 @@ inline void one_driver(Communicator &c, int driver, uint64_t rounds = 12) {
   EXPECT_EQ(p->destroy(), QUORUM_OK) << last_error();
 }
 
+// 2a. Catching up: rank 0 alone runs 5 solo rounds while the others stay
+// out. Each of them is then exactly 5 rounds behind (a completed round means
+// every rank joined it), waits 5 times without posting, one round fewer
+// behind each time, and gets rank 0's posts in order. Round 5 (synchronous)
+// then has every rank fresh; nobody is behind after it, and a pending post
+// hides the count.
+inline void rounds_behind(Communicator &c) {
+  const int r = c.rank(), p = c.size();
+  const uint64_t lead = 5;
+  PartialOptions o;
+  o.max_staleness = lead;  // round 5 is synchronous
+  std::unique_ptr<PartialAllreduce> pa;
+  ASSERT_EQ(make(c, 7, QUORUM_INT64, o, &pa), QUORUM_OK) << last_error();
+  std::vector<int64_t> in(7), out(7), want(7);
+  PartialRoundInfo info;
+  EXPECT_EQ(pa->rounds_behind(), 0u);
+  if (r == 0) {
+    for (uint64_t k = 0; k < lead; ++k) {
+      fill_contribution(in, 0, k);
+      ASSERT_EQ(pa->post(in.data()), QUORUM_OK) << last_error();
+      ASSERT_EQ(pa->wait(out.data(), &info), QUORUM_OK) << last_error();
+    }
+  }
+  ASSERT_EQ(c.barrier(), QUORUM_OK);
+  if (r != 0) {
+    for (uint64_t k = 0; k < lead; ++k) {
+      EXPECT_EQ(pa->rounds_behind(), lead - k) << "rank " << r;
+      ASSERT_EQ(pa->wait(out.data(), &info), QUORUM_OK) << last_error();
+      fill_contribution(want, 0, k);
+      EXPECT_EQ(out, want) << "rank " << r << " round " << k;
+      EXPECT_EQ(info.round, k);
+    }
+  }
+  EXPECT_EQ(pa->rounds_behind(), 0u) << "rank " << r;
+  fill_contribution(in, r, lead);
+  ASSERT_EQ(pa->post(in.data()), QUORUM_OK) << last_error();
+  EXPECT_EQ(pa->rounds_behind(), 0u);
+  ASSERT_EQ(pa->wait(out.data(), &info), QUORUM_OK) << last_error();
+  EXPECT_TRUE(info.synchronous);
+  EXPECT_EQ(info.fresh, p);
+  for (size_t i = 0; i < want.size(); ++i) {
+    int64_t w = 0;
+    for (int q = 0; q < p; ++q) w += value(q, lead, i);
+    EXPECT_EQ(out[i], w) << "rank " << r << " element " << i;
+  }
+  EXPECT_EQ(pa->rounds_behind(), 0u);
+  EXPECT_EQ(pa->destroy(), QUORUM_OK) << last_error();
+}
+
 // 2b. Majority with one driver: rank 0 alone posts, everyone waits; rounds whose
 // initiator does not post are activated by the initiator's wait. Nothing hangs,
 // nothing is lost, every rank sees the same rounds.

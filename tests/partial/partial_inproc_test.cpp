@@ -32,6 +32,10 @@ TEST_P(Partial, OneDriverEveryRankCompletesEveryRound) {
   }
 }
 
+TEST_P(Partial, RoundsBehindCountsRoundsOthersRan) {
+  run_ranks(GetParam(), [](Communicator &c) { cases::rounds_behind(c); });
+}
+
 TEST_P(Partial, MajorityOneDriverInitiatorsActivateByWaiting) {
   run_ranks(GetParam(), [](Communicator &c) { cases::majority_one_driver(c); });
 }

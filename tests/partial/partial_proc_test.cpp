@@ -23,6 +23,9 @@ TEST(ProcessPartial, OneDriverFirstAndLast) {
   cases::one_driver(*test::process_comm(), 0);
   cases::one_driver(*test::process_comm(), test::process_comm()->size() - 1);
 }
+TEST(ProcessPartial, RoundsBehind) {
+  cases::rounds_behind(*test::process_comm());
+}
 TEST(ProcessPartial, MajorityOneDriver) {
   cases::majority_one_driver(*test::process_comm());
 }

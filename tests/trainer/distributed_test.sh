@@ -5,7 +5,9 @@
 #  2. sync, solo and majority with injected imbalance keep replicas bitwise
 #     identical every epoch (quorum-train compares checksums; exit 3 if not).
 #  3. --sync-epochs makes a partial run synchronous through its first epochs.
-#  4. A diverging majority run stops on every rank with a clear error (and the
+#  4. A rank that falls behind skips the steps the others ran (catch-up), or
+#     computes them all with --no-catch-up.
+#  5. A diverging majority run stops on every rank with a clear error (and the
 #     partial object, never destroyed on that path, is released at finalize).
 set -u
 run=$1
@@ -51,6 +53,26 @@ done
 grep -q "replicas=agree" "$tmp/sync_start" || fail "solo --sync-epochs 1: no replicas=agree"
 grep "epoch 1:" "$tmp/sync_start" | grep -q "fresh 3.00 carried 0 (0.00 steps late)" ||
   fail "solo --sync-epochs 1: epoch 1 was not synchronous: $(grep 'epoch 1:' "$tmp/sync_start")"
+
+# Catching up: rank 0 sleeps 20 ms every step it computes, so the others run
+# the rounds without it; it then applies those steps without computing them
+# (skipped > 0), or with --no-catch-up computes every one (skipped 0, more of
+# its gradients late). Replicas agree either way.
+for catch in on off; do
+  extra=()
+  [ $catch = off ] && extra=(--no-catch-up)
+  "$run" -n 3 --timeout 300 -- "$train" "${common[@]}" --batch 16 --reduce solo \
+    --imbalance slow:0:20 "${extra[@]}" >"$tmp/catch_$catch" 2>&1 ||
+    fail "solo, slow rank 0, catch-up $catch: $(tail -5 "$tmp/catch_$catch")"
+  grep -q "replicas=agree" "$tmp/catch_$catch" || fail "catch-up $catch: no replicas=agree"
+  skipped=$(grep "epoch 2:" "$tmp/catch_$catch" | grep -o 'skipped [0-9]*' | awk '{print $2}')
+  echo "slow rank 0, catch-up $catch: skipped ${skipped:-?} of 42 steps in epoch 2"
+  if [ $catch = on ]; then
+    [ "${skipped:-0}" -gt 0 ] || fail "catch-up on: the slow rank skipped no step"
+  else
+    [ "${skipped:-x}" = 0 ] || fail "catch-up off: the slow rank skipped ${skipped:-?} steps"
+  fi
+done
 
 # Divergence: every rank reports it, quorum-run fails, nothing crashes.
 if "$run" -n 3 --timeout 300 -- "$train" --data synthetic --model fm-s --epochs 2 --lr 1e6 \

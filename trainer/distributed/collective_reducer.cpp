@@ -97,23 +97,53 @@ Status CollectiveReducer::reduce_gradients(float *grads, size_t count, MemoryKin
     // Lent: buf is not touched again before the wait returns.
     quorum_status_t s = quorum_partial_post_ref(partial_, buf);
     if (s != QUORUM_OK) return api_error(s, "posting the gradient");
-    quorum_round_info_t round{};
-    // The round's sum stays in the object; one pass scales it into buf.
-    const void *sum = nullptr;
-    s = quorum_partial_wait_ref(partial_, &sum, &round);
-    if (s != QUORUM_OK) return api_error(s, "waiting for the partial allreduce");
-    const float scale = 1.0f / static_cast<float>(size_);
-    const float *in = static_cast<const float *>(sum);
-    for (size_t i = 0; i < count; ++i) buf[i] = in[i] * scale;
-    if (memory == MemoryKind::Cuda) backend_->copy_to_device(grads, buf, count * sizeof(float));
-    local.contributors = round.fresh;
-    quorum_round_stats_t stats{};
-    s = quorum_partial_last_round_stats(partial_, &stats);
-    if (s != QUORUM_OK) return api_error(s, "reading the round's stats");
-    local.carried = stats.own_carried;
-    local.staleness = stats.own_staleness;
-    if (round.fresh >= 0 && round.fresh <= size_) ++fresh_histogram_[round.fresh];
+    QUORUM_CHECK(receive_round(grads, buf, count, memory, &local));
   }
+  local.wait_seconds = seconds_since(start);
+  if (info) *info = local;
+  return kOk;
+}
+
+Status CollectiveReducer::receive_round(float *grads, float *buf, size_t count, MemoryKind memory,
+                                        ReduceInfo *info) {
+  quorum_round_info_t round{};
+  // The round's sum stays in the object; one pass scales it into buf.
+  const void *sum = nullptr;
+  quorum_status_t s = quorum_partial_wait_ref(partial_, &sum, &round);
+  if (s != QUORUM_OK) return api_error(s, "waiting for the partial allreduce");
+  const float scale = 1.0f / static_cast<float>(size_);
+  const float *in = static_cast<const float *>(sum);
+  for (size_t i = 0; i < count; ++i) buf[i] = in[i] * scale;
+  if (memory == MemoryKind::Cuda) backend_->copy_to_device(grads, buf, count * sizeof(float));
+  info->contributors = round.fresh;
+  quorum_round_stats_t stats{};
+  s = quorum_partial_last_round_stats(partial_, &stats);
+  if (s != QUORUM_OK) return api_error(s, "reading the round's stats");
+  info->carried = stats.own_carried;
+  info->staleness = stats.own_staleness;
+  if (round.fresh >= 0 && round.fresh <= size_) ++fresh_histogram_[round.fresh];
+  return kOk;
+}
+
+int64_t CollectiveReducer::steps_behind() {
+  if (!options_.catch_up || !partial_) return 0;
+  unsigned long long rounds = 0;
+  // Only fails on a released object, which the next wait reports.
+  if (quorum_partial_rounds_behind(partial_, &rounds) != QUORUM_OK) return 0;
+  return static_cast<int64_t>(rounds);
+}
+
+Status CollectiveReducer::skip_step(float *grads, size_t count, MemoryKind memory, int64_t,
+                                    ReduceInfo *info) {
+  if (!partial_) return fail(QUORUM_ERR_INTERNAL, "reducer", "skip_step before any partial round");
+  ReduceInfo local;
+  const uint64_t start = now_ns();
+  float *buf = grads;
+  if (memory == MemoryKind::Cuda) {
+    host_.resize(count);
+    buf = host_.data();
+  }
+  QUORUM_CHECK(receive_round(grads, buf, count, memory, &local));
   local.wait_seconds = seconds_since(start);
   if (info) *info = local;
   return kOk;

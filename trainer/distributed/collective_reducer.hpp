@@ -8,6 +8,12 @@
 // the synchronous one. Each rank's k-th step applies round k's result, the same
 // on every rank, so replicas stay bitwise identical (check_replicas verifies).
 // Injected imbalance (imbalance.hpp) sleeps before the rank's contribution.
+// catch_up: between steps, a rank that the others left behind (rounds they
+// already ran, quorum_partial_rounds_behind) applies those steps' results
+// without computing gradients for them, so it computes its next gradient on
+// the newest parameters; its data for those steps is skipped. Without it, such
+// a rank stays behind until a synchronous round, and every gradient it
+// computes meanwhile is several steps stale (solo with carry diverged so).
 // sync_epochs: the partial modes reduce synchronously (allreduce) for their
 // first epochs: stale gradients hurt most while the loss still falls fast (at 4
 // ranks, majority with carry diverged in some runs without it; trainer/README.md).
@@ -30,6 +36,7 @@ struct ReducerOptions {
   bool carry = true;            // partial: late gradients ride in a later round
   uint64_t seed = 1;            // majority initiators and imbalance draws
   double sync_epochs = 0;       // partial: plain allreduce for the first epochs
+  bool catch_up = true;         // partial: a rank behind skips the steps others already ran
   ImbalanceModel imbalance;
 };
 
@@ -45,6 +52,9 @@ class CollectiveReducer : public GradientReducer {
   Status broadcast_parameters(float *params, size_t count, MemoryKind memory) override;
   Status reduce_gradients(float *grads, size_t count, MemoryKind memory, int64_t step,
                           ReduceInfo *info) override;
+  int64_t steps_behind() override;
+  Status skip_step(float *grads, size_t count, MemoryKind memory, int64_t step,
+                   ReduceInfo *info) override;
   const char *name() const override { return options_.mode.c_str(); }
   void set_steps_per_epoch(int64_t steps) override;
   // The backend that owns device gradients (copies for the partial modes).
@@ -64,6 +74,9 @@ class CollectiveReducer : public GradientReducer {
  private:
   CollectiveReducer() = default;
   Status ensure_partial(size_t count);
+  // Waits for this rank's next round and leaves its sum / P in grads (through
+  // buf, the host staging of device gradients, or grads itself).
+  Status receive_round(float *grads, float *buf, size_t count, MemoryKind memory, ReduceInfo *info);
 
   quorum_comm_t comm_ = nullptr;
   ReducerOptions options_;

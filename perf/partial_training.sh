@@ -8,8 +8,10 @@
 # Usage: perf/partial_training.sh [--build DIR] [--ranks N] [--epochs N]
 #          [--train-limit N] [--delay MS] [--drawn K|K1-K2] [--seed N]
 #          [--runs "sync majority solo"] [-- extra quorum-train arguments]
-# A run is sync, majority or solo, with ":drop" for --drop-late and
-# ":no-catch-up" for --no-catch-up (e.g. majority:drop, solo:no-catch-up).
+# A run is sync, majority or solo, with ":drop" for --drop-late,
+# ":no-catch-up" for --no-catch-up, ":delay=MS" for --activation-delay-ms MS
+# and ":epochs=N" for its own number of epochs (e.g. majority:drop,
+# solo:drop:delay=2:epochs=8).
 # Recipe for all: cosine decay after a half-epoch warmup; the partial runs
 # reduce synchronously during that warmup (--sync-epochs 0.5).
 set -eu
@@ -26,7 +28,7 @@ while [ $# -gt 0 ]; do
     --seed) seed="$2"; shift 2 ;;
     --runs) runs="$2"; shift 2 ;;
     --) shift; break ;;
-    -h|--help) sed -n '2,15p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
     *) echo "unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -40,13 +42,21 @@ for run in $runs; do
   mode=${run%%:*}
   args=(--reduce "$mode")
   [ "$mode" != sync ] && args+=(--sync-epochs 0.5)
-  case "$run" in *:drop*) args+=(--drop-late) ;; esac
-  case "$run" in *:no-catch-up*) args+=(--no-catch-up) ;; esac
+  run_epochs=$epochs
+  for opt in $(echo "${run#"$mode"}" | tr ':' ' '); do
+    case "$opt" in
+      drop) args+=(--drop-late) ;;
+      no-catch-up) args+=(--no-catch-up) ;;
+      delay=*) args+=(--activation-delay-ms "${opt#delay=}") ;;
+      epochs=*) run_epochs=${opt#epochs=} ;;
+      *) echo "unknown run option '$opt' in $run" >&2; exit 2 ;;
+    esac
+  done
   label=${run//:/-}
   labels+=("$label")
-  echo "== $run: $ranks ranks, imbalance paper:$delay:$drawn, $epochs epochs" >&2
+  echo "== $run: $ranks ranks, imbalance paper:$delay:$drawn, $run_epochs epochs" >&2
   "$build/tools/quorum-run" -n "$ranks" -- "$build/tools/quorum-train" --data fashion-mnist \
-    --model fm-s --batch 64 --epochs "$epochs" --train-limit "$limit" --seed "$seed" \
+    --model fm-s --batch 64 --epochs "$run_epochs" --train-limit "$limit" --seed "$seed" \
     --lr-decay cosine --warmup-epochs 0.5 --imbalance "paper:$delay:$drawn" \
     --progress-every 0 "${args[@]}" "$@" > "$out/$label"
   grep -E "epoch [0-9]+:|summary" "$out/$label" | sed 's/^\[0\] //' | cut -c1-160 >&2

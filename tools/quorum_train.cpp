@@ -13,6 +13,7 @@
 
 #include <CLI/CLI.hpp>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -265,6 +266,7 @@ int main(int argc, char **argv) {
   unsigned max_staleness = 32;
   bool drop_late = false;
   bool no_catch_up = false;
+  double activation_delay_ms = 0;
   double sync_epochs = 0;
   app.add_option("--reduce", reduce_mode,
                  "gradient reduction across ranks: sync (allreduce), solo or majority (partial "
@@ -284,6 +286,12 @@ int main(int argc, char **argv) {
   app.add_flag("--drop-late", drop_late,
                "solo/majority: drop gradients that miss their round (the reference's "
                "behaviour) instead of carrying them into a later round");
+  app.add_option("--activation-delay-ms", activation_delay_ms,
+                 "solo/majority: the post that activates a round (solo: the first; majority: "
+                 "the drawn initiator's) waits this long before it does, so gradients ready "
+                 "meanwhile are fresh in the round (0: at once, as in eager-SGD)")
+      ->check(CLI::Range(0.0, 10000.0))
+      ->capture_default_str();
   app.add_flag("--no-catch-up", no_catch_up,
                "solo/majority: a rank that fell behind still computes a gradient for every "
                "step (it can only be late) instead of applying the steps the others already "
@@ -307,6 +315,7 @@ int main(int argc, char **argv) {
     ro.carry = !drop_late;
     ro.sync_epochs = sync_epochs;
     ro.catch_up = !no_catch_up;
+    ro.activation_delay_us = static_cast<unsigned>(std::llround(activation_delay_ms * 1000));
     ro.seed = cfg.seed;
     if (qt::ImbalanceModel::parse(imbalance, cfg.seed, &ro.imbalance) != quorum::kOk ||
         qt::CollectiveReducer::create(comm, ro, nullptr, &dist) != quorum::kOk) {

@@ -95,6 +95,11 @@ Status PartialAllreduce::create(Communicator &comm, size_t count, quorum_dtype_t
                 "partial_create: max_staleness {} is above {} (round ids in tags would wrap)",
                 options.max_staleness, partial::kMaxStaleness);
   }
+  if (options.activation_delay_us > kMaxActivationDelayUs) {
+    return fail(QUORUM_ERR_INVALID_ARG, "partial",
+                "partial_create: activation_delay_us {} is above {} (10 s)",
+                options.activation_delay_us, kMaxActivationDelayUs);
+  }
   std::unique_ptr<PartialAllreduce> p(new PartialAllreduce(comm));
   p->engine_ = &comm.engine();
   p->transport_ = comm.transport();
@@ -135,10 +140,10 @@ Status PartialAllreduce::create(Communicator &comm, size_t count, quorum_dtype_t
   p->poller_id_ = p->engine_->add_poller([self] { return self->poll(); });
   p->finalize_hook_ = comm.add_finalize_hook([self] { self->orphan(); });
   comm.want_progress_thread();
-  QLOG_DEBUG("partial", "created #{}: {} x {} {}, {}, max_staleness {}, {}", p->object_id_, count,
-             dtype_name(dtype), op_name(op),
+  QLOG_DEBUG("partial", "created #{}: {} x {} {}, {}, max_staleness {}, {}, activation delay {} us",
+             p->object_id_, count, dtype_name(dtype), op_name(op),
              options.mode == QUORUM_PARTIAL_SOLO ? "solo" : "majority", options.max_staleness,
-             options.carry ? "carry" : "drop");
+             options.carry ? "carry" : "drop", options.activation_delay_us);
   *out = std::move(p);
   return kOk;
 }
@@ -635,8 +640,26 @@ bool PartialAllreduce::poll() {
   // A failed or destroyed object only lets its aborted transfers finish.
   if (error_ != kOk || destroyed_) return any;
   any |= poll_activations();
+  if (activation_due_ns_ != 0) any |= activate_when_due();
   any |= progress_rounds();
   return any;
+}
+
+bool PartialAllreduce::activate_when_due() {
+  const uint64_t k = activation_due_round_;
+  if (joined_ > k) {  // another rank's activation came first
+    activation_due_ns_ = 0;
+    return false;
+  }
+  if (now_ns() < activation_due_ns_) {
+    engine_->wake_at(activation_due_ns_);  // this pass consumed the earlier wake-up
+    return false;
+  }
+  activation_due_ns_ = 0;
+  Status s = join(k, true, false, false);
+  if (s == kOk) s = send_activations(k, rank_);
+  if (s != kOk && error_ == kOk) fail_object(s);
+  return true;
 }
 
 // ---- API ----
@@ -709,6 +732,12 @@ Status PartialAllreduce::post(const void *contribution) {
 Status PartialAllreduce::join_after_post(uint64_t k) {
   if (sync_round(k)) return join(k, false, true, false);
   if (opts_.mode == QUORUM_PARTIAL_SOLO || majority_initiator(opts_.seed, k, size_) == rank_) {
+    if (opts_.activation_delay_us > 0) {
+      activation_due_round_ = k;
+      activation_due_ns_ = now_ns() + opts_.activation_delay_us * 1000;
+      engine_->wake_at(activation_due_ns_);  // the caller wakes the engine after the post
+      return kOk;
+    }
     QUORUM_CHECK(join(k, true, false, false));
     return send_activations(k, rank_);
   }
@@ -756,6 +785,9 @@ Status PartialAllreduce::wait_for_round(uint64_t round, const char *what) {
       if (opts_.mode == QUORUM_PARTIAL_MAJORITY) {
         return fmt::format("round {}: waiting for the activation by its initiator, rank {}", round,
                            majority_initiator(opts_.seed, round, size_));
+      }
+      if (activation_due_ns_ != 0 && activation_due_round_ == round) {
+        return fmt::format("round {}: this rank's delayed activation is due", round);
       }
       return fmt::format("round {}: waiting for an activation (no rank posted)", round);
     }

@@ -40,6 +40,13 @@
 //   buffer (out of place into the empty accumulator), which saves the copy
 //   (at P = 8 on 2 cores with 16 MiB, the largest cost left per step);
 //   otherwise it is copied like a post.
+// - Activation delay (opt-in, activation_delay_us): a post that would
+//   activate its round (solo: any post; majority: the initiator's) sends the
+//   activation that long after it instead of at once; the engine wakes up for
+//   it (ProgressEngine::wake_at). Ranks that post meanwhile are fresh in the
+//   round; an activation from another rank that arrives first is joined as
+//   usual. Under solo this trades a fixed wait per round for the contributions
+//   of ranks that are almost ready (eager-SGD's solo is delay 0).
 // - Carry (default): a post that missed its round (this rank had joined it
 //   already) stays in the accumulator and rides in the next round this rank
 //   joins, so every contribution is in exactly one round's sum. Drop: it is
@@ -107,7 +114,15 @@ struct PartialOptions {
   bool carry = true;
   uint64_t seed = 0;
   uint64_t first_round = 0;  // tests: start the round counter high (same on every rank)
+  // A post that would activate its round (solo: any; majority: the initiator's)
+  // sends the activation this long after it; posts of other ranks meanwhile
+  // are fresh in the round. 0: at once (eager-SGD).
+  uint64_t activation_delay_us = 0;
 };
+
+// Largest activation delay (a round must not wait for its activation anywhere
+// near the timeout).
+constexpr uint64_t kMaxActivationDelayUs = 10'000'000;
 
 // What wait() reports about a round, with timestamps for benchmarks.
 struct PartialRoundInfo {
@@ -178,6 +193,7 @@ class PartialAllreduce {
   // All below run with the engine mutex held.
   bool poll();
   bool poll_activations();
+  bool activate_when_due();
   bool progress_rounds();
   Status handle_activation(uint64_t round, int root);
   Status handle_deferred_activations();  // mutex held, after post()'s copy
@@ -273,6 +289,9 @@ class PartialAllreduce {
   bool posted_ = false;         // posted for round waited_ and not yet waited
   bool fresh_pending_ = false;  // accumulator holds a post for round joined_
   uint64_t pending_post_ns_ = 0;
+  // A delayed activation (activation_delay_us): round and when it goes out (0: none).
+  uint64_t activation_due_round_ = 0;
+  uint64_t activation_due_ns_ = 0;
   std::deque<std::unique_ptr<Round>> rounds_;  // joined, not yet consumed
   uint64_t dropped_ = 0;
   uint64_t carried_ = 0;

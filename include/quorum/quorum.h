@@ -105,11 +105,15 @@ quorum_status_t quorum_mem_free(quorum_comm_t comm, void *ptr);
 typedef enum { QUORUM_PARTIAL_SOLO, QUORUM_PARTIAL_MAJORITY } quorum_partial_mode_t;
 typedef struct {
   quorum_partial_mode_t mode;
-  unsigned max_staleness;  /* a synchronous round at least every max_staleness+1 rounds;
-                              0 = always synchronous */
-  int carry;               /* 1: late contributions ride in a later round (nothing lost);
-                              0: dropped, as in the reference */
-  unsigned long long seed; /* majority: shared seed that picks each round's initiator */
+  unsigned max_staleness;       /* a synchronous round at least every max_staleness+1 rounds;
+                                   0 = always synchronous */
+  int carry;                    /* 1: late contributions ride in a later round (nothing lost);
+                                   0: dropped, as in the reference */
+  unsigned long long seed;      /* majority: shared seed that picks each round's initiator */
+  unsigned activation_delay_us; /* a post that activates its round (solo: any; majority: the
+                                   initiator's) sends the activation this long after it, so
+                                   ranks posting meanwhile are fresh; 0 = at once (eager-SGD);
+                                   at most 10 s */
 } quorum_partial_opts_t;
 typedef struct {
   unsigned long long round; /* round id that produced this result */

@@ -57,6 +57,13 @@ void ProgressEngine::wake() {
   (void)r;
 }
 
+void ProgressEngine::wake_at(uint64_t deadline_ns) {
+  uint64_t cur = timer_ns_.load();
+  while ((cur == 0 || deadline_ns < cur) &&
+         !timer_ns_.compare_exchange_weak(cur, std::max<uint64_t>(deadline_ns, 1))) {
+  }
+}
+
 int ProgressEngine::add_poller(Poller poller) {
   std::lock_guard<std::mutex> lock(mutex_);
   int id = next_poller_id_++;
@@ -136,11 +143,19 @@ bool ProgressEngine::progress_locked() {
 }
 
 void ProgressEngine::sleep_for_events(int max_ms) {
+  int64_t max_us = std::max<int64_t>(0, max_ms) * 1000;
+  if (uint64_t timer = timer_ns_.load(); timer != 0) {
+    const uint64_t now = now_ns();
+    if (now >= timer) {
+      timer_ns_.compare_exchange_strong(timer, 0);  // due: make the pass now
+      return;
+    }
+    max_us = std::min<int64_t>(max_us, static_cast<int64_t>((timer - now + 999) / 1000));
+  }
   if (MemoryWaitGuard::count().load(std::memory_order_relaxed) > 0) {
     // A task waits on shared memory, which no fd reports: nap, then poll again.
     int64_t us = std::max<int64_t>(1, knob_memory_nap_us.get());
-    std::this_thread::sleep_for(
-        std::chrono::microseconds(std::min<int64_t>(us, max_ms * 1000 + 1)));
+    std::this_thread::sleep_for(std::chrono::microseconds(std::min<int64_t>(us, max_us + 1)));
     return;
   }
   {
@@ -153,8 +168,10 @@ void ProgressEngine::sleep_for_events(int max_ms) {
   if (efd >= 0) fds[n++] = {efd, POLLIN, 0};
   if (wake_fd_ >= 0) fds[n++] = {wake_fd_, POLLIN, 0};
   // Without a transport fd, nap briefly so a pending send still gets polled.
-  int timeout = efd >= 0 ? max_ms : (max_ms < 1 ? max_ms : 1);
-  int r = poll(fds, n, timeout);
+  if (efd < 0) max_us = std::min<int64_t>(max_us, 1000);
+  const struct timespec timeout = {static_cast<time_t>(max_us / 1000000),
+                                   static_cast<long>(max_us % 1000000) * 1000};
+  int r = ppoll(fds, n, &timeout, nullptr);
   if (r > 0 && wake_fd_ >= 0 && (fds[n - 1].revents & POLLIN)) {
     uint64_t v;
     ssize_t rr = read(wake_fd_, &v, sizeof(v));

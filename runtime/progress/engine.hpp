@@ -117,6 +117,12 @@ class ProgressEngine {
   void remove_poller(int id);
   // Wakes a sleeping waiter or the thread (new work, shutdown).
   void wake();
+  // Asks for a progress pass at `deadline_ns` (now_ns() clock) at the latest:
+  // idle waiters and the thread sleep no longer than that. One pass at or
+  // after the deadline consumes it, so a poller whose work is still not due
+  // asks again from its pass. Does not wake a sleeper (call wake() from
+  // outside a pass when the new deadline matters at once).
+  void wake_at(uint64_t deadline_ns);
   std::mutex &mutex() { return mutex_; }
 
   // Fails every active request (dead peer seen by the communicator).
@@ -139,6 +145,7 @@ class ProgressEngine {
   std::function<void()> thread_init_;
   std::atomic<bool> stop_{false};
   std::atomic<int> waiters_{0};
+  std::atomic<uint64_t> timer_ns_{0};  // earliest wake_at deadline; 0: none
   uint64_t spin_ns_ = 10000;
 };
 

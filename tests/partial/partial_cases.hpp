@@ -176,8 +176,8 @@ inline void rounds_behind(Communicator &c) {
   ASSERT_EQ(make(c, 7, QUORUM_INT64, o, &pa), QUORUM_OK) << last_error();
   std::vector<int64_t> in(7), out(7), want(7);
   PartialRoundInfo info;
-  EXPECT_EQ(pa->rounds_behind(), 0u);
   if (r == 0) {
+    EXPECT_EQ(pa->rounds_behind(), 0u) << "nobody else posts";
     for (uint64_t k = 0; k < lead; ++k) {
       fill_contribution(in, 0, k);
       ASSERT_EQ(pa->post(in.data()), QUORUM_OK) << last_error();
@@ -207,6 +207,67 @@ inline void rounds_behind(Communicator &c) {
     EXPECT_EQ(out[i], w) << "rank " << r << " element " << i;
   }
   EXPECT_EQ(pa->rounds_behind(), 0u);
+  EXPECT_EQ(pa->destroy(), QUORUM_OK) << last_error();
+}
+
+// 2c. Activation delay: the activating post (solo: rank 0's, the first;
+// majority: the initiator's) sends its activation `delay` after it, so the
+// others, posting after it (a broadcast from it orders them), are fresh in the
+// round, and its round does not end before the delay has passed. A round
+// nobody else posts for still runs (fresh 1) once its delay is over.
+inline void activation_delay(Communicator &c, quorum_partial_mode_t mode) {
+  const int r = c.rank(), p = c.size();
+  const uint64_t delay_us = 300000;
+  PartialOptions o;
+  o.mode = mode;
+  o.seed = 99;
+  o.max_staleness = 8;
+  o.activation_delay_us = delay_us;
+  std::unique_ptr<PartialAllreduce> pa;
+  ASSERT_EQ(make(c, 5, QUORUM_INT64, o, &pa), QUORUM_OK) << last_error();
+  const int first = mode == QUORUM_PARTIAL_SOLO ? 0 : partial::majority_initiator(o.seed, 0, p);
+  std::vector<int64_t> in(5), out(5);
+  PartialRoundInfo info;
+  fill_contribution(in, r, 0);
+  const uint64_t posted = now_ns();
+  int64_t go = 1;
+  if (r == first) {
+    ASSERT_EQ(pa->post(in.data()), QUORUM_OK) << last_error();
+  }
+  ASSERT_EQ(c.bcast(&go, sizeof(go), first), QUORUM_OK) << last_error();
+  if (r != first) {
+    ASSERT_EQ(pa->post(in.data()), QUORUM_OK) << last_error();
+  }
+  ASSERT_EQ(pa->wait(out.data(), &info), QUORUM_OK) << last_error();
+  if (r == first) {
+    EXPECT_GE(now_ns() - posted, delay_us * 1000) << "the round ran before the delay";
+  }
+  EXPECT_EQ(info.fresh, p) << "rank " << r << ": posted after the activator, within its delay";
+  if (mode == QUORUM_PARTIAL_MAJORITY) {
+    EXPECT_EQ(info.initiator, first);
+  } else {
+    // Every solo post activates: the others' delays end microseconds after
+    // the first one's, so either may go out first.
+    EXPECT_GE(info.initiator, 0);
+  }
+  for (size_t i = 0; i < out.size(); ++i) {
+    int64_t w = 0;
+    for (int q = 0; q < p; ++q) w += value(q, 0, i);
+    EXPECT_EQ(out[i], w) << "rank " << r << " element " << i;
+  }
+  // Round 1: only its activator posts; the others wait without a post.
+  const int second =
+      mode == QUORUM_PARTIAL_SOLO ? p - 1 : partial::majority_initiator(o.seed, 1, p);
+  if (r == second) {
+    fill_contribution(in, r, 1);
+    ASSERT_EQ(pa->post(in.data()), QUORUM_OK) << last_error();
+  }
+  ASSERT_EQ(pa->wait(out.data(), &info), QUORUM_OK) << last_error();
+  EXPECT_EQ(info.fresh, 1);
+  EXPECT_EQ(info.initiator, second);
+  std::vector<int64_t> want(5);
+  fill_contribution(want, second, 1);
+  EXPECT_EQ(out, want) << "rank " << r;
   EXPECT_EQ(pa->destroy(), QUORUM_OK) << last_error();
 }
 

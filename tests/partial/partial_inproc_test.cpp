@@ -36,6 +36,12 @@ TEST_P(Partial, RoundsBehindCountsRoundsOthersRan) {
   run_ranks(GetParam(), [](Communicator &c) { cases::rounds_behind(c); });
 }
 
+TEST_P(Partial, ActivationDelayLetsLaterPostsIn) {
+  run_ranks(GetParam(), [](Communicator &c) { cases::activation_delay(c, QUORUM_PARTIAL_SOLO); });
+  run_ranks(GetParam(),
+            [](Communicator &c) { cases::activation_delay(c, QUORUM_PARTIAL_MAJORITY); });
+}
+
 TEST_P(Partial, MajorityOneDriverInitiatorsActivateByWaiting) {
   run_ranks(GetParam(), [](Communicator &c) { cases::majority_one_driver(c); });
 }

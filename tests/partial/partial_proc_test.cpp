@@ -26,6 +26,10 @@ TEST(ProcessPartial, OneDriverFirstAndLast) {
 TEST(ProcessPartial, RoundsBehind) {
   cases::rounds_behind(*test::process_comm());
 }
+TEST(ProcessPartial, ActivationDelay) {
+  cases::activation_delay(*test::process_comm(), QUORUM_PARTIAL_SOLO);
+  cases::activation_delay(*test::process_comm(), QUORUM_PARTIAL_MAJORITY);
+}
 TEST(ProcessPartial, MajorityOneDriver) {
   cases::majority_one_driver(*test::process_comm());
 }

@@ -64,6 +64,7 @@ Status CollectiveReducer::ensure_partial(size_t count) {
   opts.max_staleness = options_.max_staleness;
   opts.carry = options_.carry ? 1 : 0;
   opts.seed = options_.seed;
+  opts.activation_delay_us = options_.activation_delay_us;
   quorum_status_t s =
       quorum_partial_create(comm_, count, QUORUM_FLOAT32, QUORUM_SUM, &opts, &partial_);
   if (s != QUORUM_OK) return api_error(s, "creating the partial allreduce");

@@ -31,12 +31,13 @@
 namespace quorum::trainer {
 
 struct ReducerOptions {
-  std::string mode = "sync";    // sync | solo | majority
-  unsigned max_staleness = 32;  // partial: a synchronous round every max_staleness+1
-  bool carry = true;            // partial: late gradients ride in a later round
-  uint64_t seed = 1;            // majority initiators and imbalance draws
-  double sync_epochs = 0;       // partial: plain allreduce for the first epochs
-  bool catch_up = true;         // partial: a rank behind skips the steps others already ran
+  std::string mode = "sync";         // sync | solo | majority
+  unsigned max_staleness = 32;       // partial: a synchronous round every max_staleness+1
+  bool carry = true;                 // partial: late gradients ride in a later round
+  uint64_t seed = 1;                 // majority initiators and imbalance draws
+  double sync_epochs = 0;            // partial: plain allreduce for the first epochs
+  bool catch_up = true;              // partial: a rank behind skips the steps others already ran
+  unsigned activation_delay_us = 0;  // partial: the activating post waits this long for others
   ImbalanceModel imbalance;
 };
 

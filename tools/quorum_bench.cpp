@@ -130,6 +130,12 @@ int run(int argc, char **argv) {
   partial->add_flag("--copy-result", po.copy_result,
                     "take each round's result with quorum_partial_wait (a copy) instead of "
                     "quorum_partial_wait_ref");
+  partial
+      ->add_option("--activation-delay-us", po.activation_delay_us,
+                   "the activating post waits this long before it activates its round "
+                   "(quorum_partial_opts_t.activation_delay_us; 0: at once)")
+      ->capture_default_str()
+      ->check(CLI::Range(0u, 10000000u));
   partial->add_flag("--copy-post", po.copy_post,
                     "post each gradient with quorum_partial_post (a copy) instead of "
                     "quorum_partial_post_ref");

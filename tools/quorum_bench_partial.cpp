@@ -202,6 +202,7 @@ VariantResult run_variant(quorum_comm_t comm, const PartialOptions &o, const cha
     opts.max_staleness = o.max_staleness;
     opts.carry = 1;
     opts.seed = o.seed;
+    opts.activation_delay_us = o.activation_delay_us;
     quorum_status_t s =
         quorum_partial_create(comm, count, QUORUM_FLOAT32, QUORUM_SUM, &opts, &partial);
     if (s != QUORUM_OK) die(comm, "quorum_partial_create", s);
@@ -309,9 +310,9 @@ int run_partial_bench(quorum_comm_t comm, const PartialOptions &o) {
     fmt::print("# quorum-bench partial: {} ranks, transport {}, {} steps, {} B float32 sum\n", n,
                quorum_comm_transport(comm), o.steps, std::max<size_t>(4, o.bytes / 4 * 4));
     fmt::print(
-        "#   compute C = {} ms, delay D = {} ms, model {}, max staleness {}, seed {}, posts {}, "
-        "results {}\n",
-        o.compute_ms, o.delay_ms, o.model, o.max_staleness, o.seed,
+        "#   compute C = {} ms, delay D = {} ms, model {}, max staleness {}, seed {}, activation "
+        "delay {} us, posts {}, results {}\n",
+        o.compute_ms, o.delay_ms, o.model, o.max_staleness, o.seed, o.activation_delay_us,
         o.copy_post ? "copied (quorum_partial_post)" : "lent (quorum_partial_post_ref)",
         o.copy_result ? "copied (quorum_partial_wait)" : "lent (quorum_partial_wait_ref)");
     fmt::print(
@@ -339,6 +340,7 @@ int run_partial_bench(quorum_comm_t comm, const PartialOptions &o) {
       j["max_staleness"] = o.max_staleness;
       j["copy_result"] = o.copy_result;
       j["copy_post"] = o.copy_post;
+      j["activation_delay_us"] = o.activation_delay_us;
       j["steps_per_s"] = rate;
       j["steps_per_s_mean_rank"] = mean_rate;
       j["ms_per_step"] = 1e3 * v.job_elapsed_s / o.steps;

@@ -19,8 +19,9 @@ struct PartialOptions {
   unsigned max_staleness = 32;
   unsigned long long seed = 42;
   bool json = false;
-  bool copy_result = false;  // quorum_partial_wait instead of quorum_partial_wait_ref
-  bool copy_post = false;    // quorum_partial_post instead of quorum_partial_post_ref
+  bool copy_result = false;          // quorum_partial_wait instead of quorum_partial_wait_ref
+  bool copy_post = false;            // quorum_partial_post instead of quorum_partial_post_ref
+  unsigned activation_delay_us = 0;  // quorum_partial_opts_t.activation_delay_us
 };
 
 // Runs sync, solo and majority in turn; rank 0 prints. Returns the process

@@ -170,6 +170,7 @@ TEST(QuorumBench, BadFlagsFailClearly) {
       {"reduce_scatter -b 1 -e 2", "no message size"},
       {"partial --model lazy", "--model"},
       {"partial --bytes 2", "at least 4 bytes"},
+      {"partial --activation-delay-us 20000000", "--activation-delay-us"},
   };
   for (const auto &c : cases) {
     Result r = run(quote(g_bench) + " " + c.args);
@@ -195,11 +196,12 @@ std::string quorum_run(int n) {
 
 // `quorum-bench partial`: every variant runs every step, and the sum of what
 // came back equals the sum of what was posted.
-void expect_partial_bench(const std::string &launcher, int nranks, const std::string &model) {
+void expect_partial_bench(const std::string &launcher, int nranks, const std::string &model,
+                          unsigned activation_delay_us = 0) {
   std::string command = launcher + (launcher.empty() ? "" : " ") + quote(g_bench) +
                         " partial --steps 12 --compute-ms 1 --delay-ms 2 --bytes 4K --json "
                         "--max-staleness 4 --model " +
-                        model;
+                        model + " --activation-delay-us " + std::to_string(activation_delay_us);
   Result r = run(command);
   ASSERT_EQ(r.status, 0) << command << "\nstdout:\n" << r.out << "\nstderr:\n" << r.err;
   std::string body;
@@ -215,6 +217,7 @@ void expect_partial_bench(const std::string &launcher, int nranks, const std::st
   for (const auto &row : rows) {
     variants.insert(row["variant"].get<std::string>());
     EXPECT_EQ(row["nranks"].get<int>(), nranks) << row.dump();
+    EXPECT_EQ(row["activation_delay_us"].get<unsigned>(), activation_delay_us) << row.dump();
     EXPECT_TRUE(row["conserved"].get<bool>()) << row.dump();
     EXPECT_GT(row["steps_per_s"].get<double>(), 0.0) << row.dump();
     long long rounds = 0;
@@ -245,6 +248,7 @@ TEST(QuorumBench, PartialUnderQuorumRun) {
   if (g_run.empty() || access(g_run.c_str(), X_OK) != 0) GTEST_SKIP() << "no quorum-run";
   expect_partial_bench(quorum_run(2), 2, "paper");
   expect_partial_bench(quorum_run(3), 3, "exponential");
+  expect_partial_bench(quorum_run(3), 3, "paper", 500);
 }
 
 TEST(QuorumBench, TwoToFourRanksUnderQuorumRun) {

@@ -2,6 +2,7 @@
 #include "collectives/algorithms/shm_regions.hpp"
 
 #include <algorithm>
+#include <vector>
 
 #include "runtime/log.hpp"
 
@@ -13,18 +14,31 @@ Status ShmRegions::alloc(const ShmGroup &group, size_t bytes, void **out) {
   const size_t stride = std::max<size_t>(kPage, (bytes + kPage - 1) / kPage * kPage);
   std::unique_ptr<ShmSegment> seg;
   QUORUM_CHECK(ShmSegment::create(group, stride * static_cast<size_t>(group.size), &seg));
-  std::lock_guard<std::mutex> lock(mutex_);
-  const uint32_t id = next_id_++;  // the same on every rank: every rank got a segment or none
-  if (!seg) return kOk;
-  Region r;
-  r.id = id;
-  r.rank = group.rank;
-  r.stride = stride;
-  r.segment = std::move(seg);
-  *out = r.part(group.rank);
+  uint32_t id = 0;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    id = next_id_++;  // the same on every rank: every rank got a segment or none
+    if (!seg) return kOk;
+    Region r;
+    r.id = id;
+    r.rank = group.rank;
+    r.stride = stride;
+    r.segment = std::move(seg);
+    *out = r.part(group.rank);
+    regions_.push_back(std::move(r));
+  }
   QLOG_DEBUG("shm", "symmetric region {}: {} B per rank", id, stride);
-  regions_.push_back(std::move(r));
-  return kOk;
+  // A peer may name the region in a round (read by this rank's progress
+  // thread) as soon as its alloc returns: return only once every rank has it
+  // registered, so peer_address never misses a region that is still live.
+  std::vector<uint8_t> registered(static_cast<size_t>(group.size));
+  const uint8_t mine = 1;
+  Status s = group.allgather(&mine, registered.data(), 1);
+  if (s != kOk) {
+    release(*out);
+    *out = nullptr;
+  }
+  return s;
 }
 
 bool ShmRegions::release(void *ptr) {

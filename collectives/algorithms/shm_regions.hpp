@@ -30,7 +30,8 @@ class ShmRegions {
 
   // Collective over `group`: *out = this rank's `bytes` (equal on every rank,
   // zeroed, page aligned), or nullptr (and kOk) on every rank when the
-  // segment cannot be made.
+  // segment cannot be made. Returns once every rank has the region
+  // registered (its peers may use it from then on).
   Status alloc(const ShmGroup &group, size_t bytes, void **out);
   // Unmaps the region whose buffer on this rank is ptr; false if none is.
   bool release(void *ptr);

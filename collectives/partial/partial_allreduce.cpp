@@ -311,6 +311,11 @@ size_t PartialAllreduce::buffers_allocated() const {
   return allocated_;
 }
 
+size_t PartialAllreduce::plain_buffers() const {
+  auto lock = lock_engine();
+  return buffers_.size();
+}
+
 // ---- state queries (mutex held) ----
 
 bool PartialAllreduce::sync_round(uint64_t round) const {

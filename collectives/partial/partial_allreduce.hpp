@@ -182,6 +182,9 @@ class PartialAllreduce {
   const PartialRoundInfo &last_info() const { return last_info_; }
   uint64_t object_id() const { return object_id_; }
   size_t buffers_allocated() const;
+  // Of those, the plain ones: made once this rank held more rounds than
+  // there are symmetric buffers (a round using one here cannot go zero-copy).
+  size_t plain_buffers() const;
   // Rounds whose data phase took the shm allreduce's zero-copy path here.
   uint64_t zero_copy_rounds() const { return shm_ ? shm_->zero_copy_ops() : 0; }
 

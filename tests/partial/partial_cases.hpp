@@ -307,11 +307,18 @@ inline void majority_one_driver(Communicator &c, uint64_t rounds = 10) {
   EXPECT_EQ(p->destroy(), QUORUM_OK) << last_error();
 }
 
+// What conservation() saw of its object's zero-copy rounds.
+struct ZeroCopyReport {
+  uint64_t rounds = 0;      // this rank's rounds that went zero-copy
+  bool plain_used = false;  // some rank held more rounds than its symmetric
+                            // buffers (a round on a plain one copies)
+};
+
 // 3 + 5. Conservation with carry under random delays, and identical results on
 // every rank: sum of all results (rounds + flush) == sum of all posts, exactly.
 inline void conservation(Communicator &c, quorum_partial_mode_t mode, uint64_t max_staleness,
                          uint64_t rounds = 24, int max_delay_us = 1500, uint64_t first_round = 0,
-                         size_t n = 33, uint64_t *zero_copy_rounds = nullptr, bool borrow = false,
+                         size_t n = 33, ZeroCopyReport *zero_copy = nullptr, bool borrow = false,
                          bool lend_post = false) {
   const int r = c.rank();
   PartialOptions o;
@@ -368,7 +375,13 @@ inline void conservation(Communicator &c, quorum_partial_mode_t mode, uint64_t m
   EXPECT_EQ(got, total) << "rank " << r << ": results do not add up to the posts";
   expect_same_hashes(c, hashes, "round results");
   EXPECT_EQ(p->dropped(), 0u);
-  if (zero_copy_rounds) *zero_copy_rounds = p->zero_copy_rounds();
+  if (zero_copy) {
+    zero_copy->rounds = p->zero_copy_rounds();
+    const int64_t mine = static_cast<int64_t>(p->plain_buffers());
+    int64_t most = 0;
+    ASSERT_EQ(c.allreduce(&mine, &most, 1, QUORUM_INT64, QUORUM_MAX), QUORUM_OK);
+    zero_copy->plain_used = most > 0;
+  }
   EXPECT_EQ(p->destroy(), QUORUM_OK) << last_error();
   if (lent) {
     EXPECT_EQ(c.mem_free(lent), QUORUM_OK);

@@ -9,9 +9,9 @@
 #          [--train-limit N] [--delay MS] [--drawn K|K1-K2] [--seed N]
 #          [--runs "sync majority solo"] [-- extra quorum-train arguments]
 # A run is sync, majority or solo, with ":drop" for --drop-late,
-# ":no-catch-up" for --no-catch-up, ":delay=MS" for --activation-delay-ms MS
-# and ":epochs=N" for its own number of epochs (e.g. majority:drop,
-# solo:drop:delay=2:epochs=8).
+# ":no-catch-up" for --no-catch-up, ":delay=MS" for --activation-delay-ms MS,
+# ":sync=E" for E synchronous epochs first (default 0.5) and ":epochs=N" for
+# its own number of epochs (e.g. majority:drop, solo:drop:delay=2:epochs=8).
 # Recipe for all: cosine decay after a half-epoch warmup; the partial runs
 # reduce synchronously during that warmup (--sync-epochs 0.5).
 set -eu
@@ -41,7 +41,7 @@ labels=()
 for run in $runs; do
   mode=${run%%:*}
   args=(--reduce "$mode")
-  [ "$mode" != sync ] && args+=(--sync-epochs 0.5)
+  sync_epochs=0.5
   run_epochs=$epochs
   for opt in $(echo "${run#"$mode"}" | tr ':' ' '); do
     case "$opt" in
@@ -49,9 +49,11 @@ for run in $runs; do
       no-catch-up) args+=(--no-catch-up) ;;
       delay=*) args+=(--activation-delay-ms "${opt#delay=}") ;;
       epochs=*) run_epochs=${opt#epochs=} ;;
+      sync=*) sync_epochs=${opt#sync=} ;;
       *) echo "unknown run option '$opt' in $run" >&2; exit 2 ;;
     esac
   done
+  [ "$mode" != sync ] && args+=(--sync-epochs "$sync_epochs")
   label=${run//:/-}
   labels+=("$label")
   echo "== $run: $ranks ranks, imbalance paper:$delay:$drawn, $run_epochs epochs" >&2

@@ -14,6 +14,7 @@
 #include "collectives/algorithms/algorithm.hpp"
 #include "collectives/communicator.hpp"
 #include "collectives/reduce/reduce_kernels.hpp"
+#include "tests/support/sanitizers.hpp"
 #include "tests/support/values.hpp"
 
 namespace quorum::test {
@@ -215,7 +216,7 @@ inline void ZeroCopyOvertakesCopy(Communicator &c) {
   auto *zc = static_cast<int32_t *>(sym);
   std::vector<int32_t> before(big), after(big);
   const uint64_t zero_copy_before = c.zero_copy_allreduces();
-  const int iterations = 300;
+  const int iterations = stress_rounds(300, 40);
   for (int it = 0; it < iterations; ++it) {
     for (size_t i = 0; i < big; ++i) before[i] = r + it + static_cast<int32_t>(i % 501);
     for (size_t i = 0; i < n; ++i) zc[i] = 2 * r + it + static_cast<int32_t>(i % 307);
@@ -280,7 +281,8 @@ inline void RandomMixOfAllreduces(Communicator &c) {
     check(op);
   };
   std::mt19937 rng(2024);  // the same sequence on every rank
-  for (int id = 0; id < 600; ++id) {
+  const int ops = stress_rounds(600, 150);
+  for (int id = 0; id < ops; ++id) {
     if (in_flight.size() == 3 || (!in_flight.empty() && rng() % 3 == 0)) {
       const size_t k = rng() % in_flight.size();
       const size_t slot = static_cast<size_t>(in_flight[k].id) % kBuffers;

@@ -7,15 +7,17 @@
 #
 # Usage: perf/partial_training.sh [--build DIR] [--ranks N] [--epochs N]
 #          [--train-limit N] [--delay MS] [--drawn K|K1-K2] [--seed N]
-#          [--runs "sync majority solo"] [-- extra quorum-train arguments]
+#          [--runs "sync majority solo"] [--keep DIR]
+#          [-- extra quorum-train arguments]
 # A run is sync, majority or solo, with ":drop" for --drop-late,
 # ":no-catch-up" for --no-catch-up, ":delay=MS" for --activation-delay-ms MS,
 # ":sync=E" for E synchronous epochs first (default 0.5) and ":epochs=N" for
 # its own number of epochs (e.g. majority:drop, solo:drop:delay=2:epochs=8).
 # Recipe for all: cosine decay after a half-epoch warmup; the partial runs
-# reduce synchronously during that warmup (--sync-epochs 0.5).
+# reduce synchronously during that warmup (--sync-epochs 0.5). --keep DIR
+# keeps each run's whole output there (DIR/LABEL, e.g. DIR/majority-drop).
 set -eu
-build=build ranks=4 epochs=3 limit=0 delay=20 drawn=1-2 seed=1
+build=build ranks=4 epochs=3 limit=0 delay=20 drawn=1-2 seed=1 keep=
 runs="sync majority majority:drop solo:drop"
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -27,8 +29,9 @@ while [ $# -gt 0 ]; do
     --drawn) drawn="$2"; shift 2 ;;
     --seed) seed="$2"; shift 2 ;;
     --runs) runs="$2"; shift 2 ;;
+    --keep) keep="$2"; shift 2 ;;
     --) shift; break ;;
-    -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,18p' "$0"; exit 0 ;;
     *) echo "unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -63,4 +66,8 @@ for run in $runs; do
     --progress-every 0 "${args[@]}" "$@" > "$out/$label"
   grep -E "epoch [0-9]+:|summary" "$out/$label" | sed 's/^\[0\] //' | cut -c1-160 >&2
 done
+if [ -n "$keep" ]; then
+  mkdir -p "$keep"
+  for label in "${labels[@]}"; do cp "$out/$label" "$keep/"; done
+fi
 python3 scripts/compare_runs.py "$out" "${labels[@]}"

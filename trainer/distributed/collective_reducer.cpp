@@ -89,12 +89,8 @@ Status CollectiveReducer::reduce_gradients(float *grads, size_t count, MemoryKin
     local.contributors = size_;
   } else {
     QUORUM_CHECK(ensure_partial(count));
-    float *buf = grads;
-    if (memory == MemoryKind::Cuda) {
-      host_.resize(count);
-      backend_->copy_to_host(host_.data(), grads, count * sizeof(float));
-      buf = host_.data();
-    }
+    float *buf = round_buffer(grads, count, memory);
+    if (buf != grads) backend_->copy_to_host(buf, grads, count * sizeof(float));
     // Lent: buf is not touched again before the wait returns.
     quorum_status_t s = quorum_partial_post_ref(partial_, buf);
     if (s != QUORUM_OK) return api_error(s, "posting the gradient");
@@ -103,6 +99,12 @@ Status CollectiveReducer::reduce_gradients(float *grads, size_t count, MemoryKin
   local.wait_seconds = seconds_since(start);
   if (info) *info = local;
   return kOk;
+}
+
+float *CollectiveReducer::round_buffer(float *grads, size_t count, MemoryKind memory) {
+  if (memory != MemoryKind::Cuda) return grads;
+  host_.resize(count);
+  return host_.data();
 }
 
 Status CollectiveReducer::receive_round(float *grads, float *buf, size_t count, MemoryKind memory,
@@ -139,12 +141,7 @@ Status CollectiveReducer::skip_step(float *grads, size_t count, MemoryKind memor
   if (!partial_) return fail(QUORUM_ERR_INTERNAL, "reducer", "skip_step before any partial round");
   ReduceInfo local;
   const uint64_t start = now_ns();
-  float *buf = grads;
-  if (memory == MemoryKind::Cuda) {
-    host_.resize(count);
-    buf = host_.data();
-  }
-  QUORUM_CHECK(receive_round(grads, buf, count, memory, &local));
+  QUORUM_CHECK(receive_round(grads, round_buffer(grads, count, memory), count, memory, &local));
   local.wait_seconds = seconds_since(start);
   if (info) *info = local;
   return kOk;

@@ -75,6 +75,9 @@ class CollectiveReducer : public GradientReducer {
  private:
   CollectiveReducer() = default;
   Status ensure_partial(size_t count);
+  // Where a partial round reads and leaves the gradient: grads itself, or the
+  // host staging of device gradients (sized to count).
+  float *round_buffer(float *grads, size_t count, MemoryKind memory);
   // Waits for this rank's next round and leaves its sum / P in grads (through
   // buf, the host staging of device gradients, or grads itself).
   Status receive_round(float *grads, float *buf, size_t count, MemoryKind memory, ReduceInfo *info);

@@ -15,10 +15,12 @@
 // times per rank (copy in, reduce, copy out) without any system call; a small
 // message is a single replicated chunk (one flag round trip), and nobody waits
 // for the peers to finish: a slot is rewritten only after every rank's done
-// flag for its previous use. Messages of QUORUM_SHM_STREAMING_BYTES and more
-// (by default the size where the ranks' buffers fill the last-level cache)
-// write their results (into the receive buffers) with streaming stores
-// (reduce/streaming.hpp), which saves the read of every line written.
+// flag for its previous use. Out-of-place messages of
+// QUORUM_SHM_STREAMING_BYTES and more (by default the size where the ranks'
+// buffers fill the last-level cache) write their results (into the receive
+// buffers) with streaming stores (reduce/streaming.hpp), which saves the read
+// of every line written. In place, every line written was just read (it is in
+// cache already), and a streaming store would only evict it.
 //
 // The task never blocks: it polls the flags and returns Pending. It fails at
 // once when a peer is known dead (transport->peer_failed) or when another rank
@@ -60,10 +62,11 @@ Knob<int64_t> knob_shm_zero_copy_bytes(
     "0: never");
 Knob<int64_t> knob_shm_streaming_bytes(
     "QUORUM_SHM_STREAMING_BYTES", -1,
-    "shm allreduce: messages of at least this size write their results with streaming "
-    "(non-temporal) stores, which skip the read of every written line; that pays once the "
-    "ranks' send and receive buffers exceed the last-level cache. -1: from that point, the "
-    "cache's size / (2 x ranks) (8 MiB if unknown); 0: never");
+    "shm allreduce: out-of-place messages of at least this size write their results with "
+    "streaming (non-temporal) stores, which skip the read of every written line; that pays "
+    "once the ranks' send and receive buffers exceed the last-level cache (in place the "
+    "written lines were just read: never). -1: from that point, the cache's size / "
+    "(2 x ranks) (8 MiB if unknown); 0: never");
 Knob<int64_t> knob_shm_max_bytes("QUORUM_SHM_MAX_BYTES", 64 << 20,
                                  "Largest shared-memory segment per communicator; the chunk "
                                  "shrinks to fit (P + 1) x 2 slots");
@@ -176,7 +179,9 @@ class ShmAllreduceTask : public Task {
     replicated_ = ch->size() == 2 || std::min(count_, chunk_elems_) * es_ <= ch->replicated_bytes();
     inline_payload_ = replicated_ && count_ * es_ <= ShmChannel::kInlinePayload;
     zero_copy_ = count_ * es_ >= ch->zero_copy_bytes() ? ZeroCopy::Undecided : ZeroCopy::No;
-    streaming_ = count_ * es_ >= ch->streaming_bytes();
+    // In place, the lines written were just read (they are in cache): a
+    // streaming store would evict them.
+    streaming_ = count_ * es_ >= ch->streaming_bytes() && send_ != recv_;
     // Small messages (the latency path) keep their chunk stages inline.
     if (nchunks_ > sizeof(stage_inline_)) {
       stage_heap_.reset(new uint8_t[nchunks_]);

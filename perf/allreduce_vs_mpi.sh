@@ -14,7 +14,8 @@
 # sweep (slower: one launch per size, but drift cannot separate them).
 # Prints per size the median over rounds of quorum busbw, MPI busbw (out of
 # place), their ratio, memcpy GB/s and quorum/memcpy, the same two ratios for
-# quorum on mem_alloc buffers ("shared"), and writes them as JSON
+# quorum on mem_alloc buffers ("shared"), quorum/memcpy in place on both kinds
+# of buffer ("qi", "si": gradients are reduced in place), and writes them as JSON
 # to OUT_JSON (default results/allreduce_vs_mpi.json, results/ is not tracked).
 # Plot: perf/plot_allreduce.py.
 set -euo pipefail
@@ -107,10 +108,17 @@ def oop(key):
 
 q_bus = collect("q", oop("busbw_gbs"))
 q_time = collect("q", oop("time_us"))
-q_wrong = collect("q", oop("wrong"))
-q_ip_bus = collect("q", lambda row: row["in_place"]["busbw_gbs"])
+def ip(key):
+    return lambda row: row["in_place"][key]
+
+def both_wrong(row):
+    return (row["out_of_place"]["wrong"] or 0) + (row["in_place"]["wrong"] or 0)
+
+q_wrong = collect("q", both_wrong)
+q_ip_bus = collect("q", ip("busbw_gbs"))
 s_bus = collect("s", oop("busbw_gbs"))
-s_wrong = collect("s", oop("wrong"))
+s_ip_bus = collect("s", ip("busbw_gbs"))
+s_wrong = collect("s", both_wrong)
 m_bus = collect("m", oop("busbw_gbs"))
 m_time = collect("m", oop("time_us"))
 m_wrong = collect("m", oop("wrong"))
@@ -121,10 +129,12 @@ rows = []
 for size in sorted(set(q_bus) & set(m_bus)):
     qb, mb, cb = med(q_bus[size]), med(m_bus[size]), med(c_bw.get(size, []))
     sb = med(s_bus.get(size, []))
+    qi, si = med(q_ip_bus.get(size, [])), med(s_ip_bus.get(size, []))
     rows.append({
         "size": size,
         "quorum_busbw_gbs": qb, "quorum_time_us": med(q_time[size]),
-        "quorum_inplace_busbw_gbs": med(q_ip_bus.get(size, [])),
+        "quorum_inplace_busbw_gbs": qi,
+        "ratio_quorum_inplace_memcpy": qi / cb if cb > 0 else None,
         "mpi_busbw_gbs": mb, "mpi_time_us": med(m_time[size]),
         "ratio_quorum_mpi": qb / mb if mb > 0 else None,
         "memcpy_gbs": cb,
@@ -132,24 +142,30 @@ for size in sorted(set(q_bus) & set(m_bus)):
         "shared_busbw_gbs": sb,
         "ratio_shared_mpi": sb / mb if mb > 0 else None,
         "ratio_shared_memcpy": sb / cb if cb > 0 else None,
+        "shared_inplace_busbw_gbs": si,
+        "ratio_shared_inplace_memcpy": si / cb if cb > 0 else None,
         "quorum_wrong": sum(w or 0 for w in q_wrong[size]) + sum(w or 0 for w in s_wrong.get(size, [])),
         "mpi_wrong": sum(w or 0 for w in m_wrong[size]),
         "rounds": len(q_bus[size]),
     })
 
-print(f"# allreduce float32 sum, {nranks} ranks, out-of-place busbw (GB/s = 1e9 B/s), "
-      f"median of {rounds} rounds")
+print(f"# allreduce float32 sum, {nranks} ranks, out-of-place busbw (GB/s = 1e9 B/s; qi, si: "
+      f"in place), median of {rounds} rounds")
 print(f"#{'size':>11} {'quorum':>9} {'mpi':>9} {'q/mpi':>7} {'memcpy':>9} {'q/memcpy':>9}"
-      f" {'shared':>9} {'s/mpi':>7} {'s/memcpy':>9} {'q_us':>10} {'mpi_us':>10} {'#wrong':>6}")
+      f" {'shared':>9} {'s/mpi':>7} {'s/memcpy':>9} {'qi/memcpy':>9} {'si/memcpy':>9}"
+      f" {'q_us':>10} {'mpi_us':>10} {'#wrong':>6}")
 fmt = lambda x, p=2: "-" if x is None or x != x else f"{x:.{p}f}"
 for r in rows:
     print(f" {r['size']:>11} {fmt(r['quorum_busbw_gbs']):>9} {fmt(r['mpi_busbw_gbs']):>9}"
           f" {fmt(r['ratio_quorum_mpi']):>7} {fmt(r['memcpy_gbs']):>9}"
           f" {fmt(r['ratio_quorum_memcpy'], 3):>9} {fmt(r['shared_busbw_gbs']):>9}"
           f" {fmt(r['ratio_shared_mpi']):>7} {fmt(r['ratio_shared_memcpy'], 3):>9}"
+          f" {fmt(r['ratio_quorum_inplace_memcpy'], 3):>9}"
+          f" {fmt(r['ratio_shared_inplace_memcpy'], 3):>9}"
           f" {fmt(r['quorum_time_us']):>10}"
           f" {fmt(r['mpi_time_us']):>10} {r['quorum_wrong'] + r['mpi_wrong']:>6}")
-json.dump({"what": "allreduce float32 sum, out-of-place busbw, median over rounds",
+json.dump({"what": "allreduce float32 sum, busbw (out of place unless named inplace), "
+                   "median over rounds",
            "nranks": nranks, "rounds": rounds,
            "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "rows": rows},
           open(out, "w"), indent=1)

@@ -6,13 +6,17 @@
 // reduces slice r of the chunk (1/P of it, in rank order 0, 1, ..., P-1) into
 // the shared result slot and publishes that; once all slices are there, every
 // rank copies the whole result chunk out. One rank computes each slice, so all
-// ranks get bitwise identical results. Small chunks, and every chunk on 2
-// ranks, are reduced whole by every rank instead ("replicated": the same
-// kernel over the same P inputs in the same order gives the same bits), which
-// saves the second flag round trip and the copy out (one round trip per small
+// ranks get bitwise identical results. A rank neither copies in nor copies out
+// its own slice: it reduces that from its send buffer and writes the result to
+// its receive buffer too. Per rank, data thus crosses memory about four times
+// its size on 2 ranks (half copied in, the reduction reading both halves and
+// writing two, half copied out) without any system call. Small chunks, and an
+// out-of-place message of one chunk on 2 ranks, are reduced whole by every
+// rank instead ("replicated": the same kernel over the same P inputs in the
+// same order gives the same bits), which saves the second flag round trip and
+// the copy out but copies the whole input in (one round trip per small
 // message). With S slots per rank, chunk c + 1 is
-// copied in while the peers still work on chunk c. Data crosses memory three
-// times per rank (copy in, reduce, copy out) without any system call; a small
+// copied in while the peers still work on chunk c. A small
 // message is a single replicated chunk (one flag round trip), and nobody waits
 // for the peers to finish: a slot is rewritten only after every rank's done
 // flag for its previous use. Out-of-place messages of
@@ -53,8 +57,8 @@ Knob<int64_t> knob_shm_chunk_bytes("QUORUM_SHM_CHUNK_BYTES", 256 * 1024,
                                    "pipelined two at a time");
 Knob<int64_t> knob_shm_replicated_bytes(
     "QUORUM_SHM_REPLICATED_BYTES", 16384,
-    "shm allreduce: chunks up to this size (and all chunks on 2 ranks) are reduced whole by "
-    "every rank (one flag round trip) instead of 1/P per rank");
+    "shm allreduce: chunks up to this size (and on 2 ranks an out-of-place message of one "
+    "chunk) are reduced whole by every rank (one flag round trip) instead of 1/P per rank");
 Knob<int64_t> knob_shm_zero_copy_bytes(
     "QUORUM_SHM_ZERO_COPY_BYTES", 65536,
     "shm allreduce: messages of at least this size whose buffers every rank allocated with "
@@ -176,7 +180,13 @@ class ShmAllreduceTask : public Task {
     chunk_elems_ = std::max<size_t>(1, ch->chunk_bytes() / es_);
     nchunks_ = (count_ + chunk_elems_ - 1) / chunk_elems_;
     base_ = ch->reserve(nchunks_);
-    replicated_ = ch->size() == 2 || std::min(count_, chunk_elems_) * es_ <= ch->replicated_bytes();
+    // Small chunks: one flag round trip. On 2 ranks also an out-of-place
+    // message of one chunk, whose data stays in cache (measured faster up to
+    // the default chunk); larger or in-place ones are sliced, which moves
+    // less data (see the top of this file).
+    const bool one_chunk_2_ranks = ch->size() == 2 && nchunks_ == 1 && send_ != recv_;
+    replicated_ =
+        one_chunk_2_ranks || std::min(count_, chunk_elems_) * es_ <= ch->replicated_bytes();
     inline_payload_ = replicated_ && count_ * es_ <= ShmChannel::kInlinePayload;
     zero_copy_ = count_ * es_ >= ch->zero_copy_bytes() ? ZeroCopy::Undecided : ZeroCopy::No;
     // In place, the lines written were just read (they are in cache): a
@@ -299,8 +309,15 @@ class ShmAllreduceTask : public Task {
       uint8_t *slot = inline_payload_ ? ch_->posted_payload(me, s) : ch_->input(me, s);
       if (identity_) {
         fill_identity(slot, n, dtype_, op_);
-      } else {
+      } else if (replicated_) {
         std::memcpy(slot, send_ + off * es_, n * es_);
+      } else {
+        // Sliced: nobody else reads this rank's own slice of its slot (this
+        // rank reduces it, from its send buffer), so it is not copied in.
+        auto mine = own_slice(n);
+        std::memcpy(slot, send_ + off * es_, mine.offset * es_);
+        const size_t after = mine.offset + mine.count;
+        std::memcpy(slot + after * es_, send_ + (off + after) * es_, (n - after) * es_);
       }
       if (c == 0 && !inline_payload_) {
         // A descriptor even when this rank is no candidate (it says "no
@@ -338,15 +355,20 @@ class ShmAllreduceTask : public Task {
         stage_[c] = kDone;
         return true;
       }
-      auto slice = patterns::block(n, p, me, patterns::align_elements(64, es_));
+      auto slice = own_slice(n);
       if (slice.count > 0) {
         const size_t at = slice.offset * es_;
+        auto src = [&](int q) -> const uint8_t * {
+          if (q == me && !identity_) return send_ + off * es_ + at;
+          return ch_->input(q, s) + at;
+        };
+        // Into the result slot first (in place, the receive buffer is this
+        // rank's input), then into the receive buffer while still in cache.
         uint8_t *res = ch_->result(s) + at;
-        reduce_out(res, ch_->input(0, s) + at, ch_->input(1, s) + at, slice.count, dtype_, op_);
-        for (int q = 2; q < p; ++q) {
-          reduce_into(res, ch_->input(q, s) + at, slice.count, dtype_, op_);
-        }
+        reduce_out(res, src(0), src(1), slice.count, dtype_, op_);
+        for (int q = 2; q < p; ++q) reduce_into(res, src(q), slice.count, dtype_, op_);
         if (op_ == QUORUM_AVG) scale_average(res, slice.count, dtype_, p);
+        copy_result(recv_ + off * es_ + at, res, slice.count * es_);
       }
       ch_->reduced(me, s).store(tag, std::memory_order_release);
       stage_[c] = kReduced;
@@ -364,12 +386,22 @@ class ShmAllreduceTask : public Task {
     }
     if (stage_[c] == kReduced) {
       if (!all_reached(&ShmChannel::reduced, s, tag)) return moved;
-      copy_result(recv_ + off * es_, ch_->result(s), n * es_);
+      // The other ranks' slices (this rank's own is in place already).
+      auto mine = own_slice(n);
+      uint8_t *out = recv_ + off * es_;
+      copy_result(out, ch_->result(s), mine.offset * es_);
+      const size_t after = mine.offset + mine.count;
+      copy_result(out + after * es_, ch_->result(s) + after * es_, (n - after) * es_);
       ch_->done(me, s).store(tag, std::memory_order_release);
       stage_[c] = kDone;
       moved = true;
     }
     return moved;
+  }
+
+  // The part of an n-element chunk this rank reduces on the sliced path.
+  patterns::Block own_slice(size_t n) const {
+    return patterns::block(n, ch_->size(), ch_->rank(), patterns::align_elements(64, es_));
   }
 
   // A result into a receive buffer: streaming stores for large messages.

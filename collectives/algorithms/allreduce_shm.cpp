@@ -10,16 +10,15 @@
 // its own slice: it reduces that from its send buffer and writes the result to
 // its receive buffer too. Per rank, data thus crosses memory about four times
 // its size on 2 ranks (half copied in, the reduction reading both halves and
-// writing two, half copied out) without any system call. Small chunks, and an
-// out-of-place message of one chunk on 2 ranks, are reduced whole by every
-// rank instead ("replicated": the same kernel over the same P inputs in the
-// same order gives the same bits), which saves the second flag round trip and
-// the copy out but copies the whole input in (one round trip per small
-// message). With S slots per rank, chunk c + 1 is
-// copied in while the peers still work on chunk c. A small
-// message is a single replicated chunk (one flag round trip), and nobody waits
-// for the peers to finish: a slot is rewritten only after every rank's done
-// flag for its previous use. Out-of-place messages of
+// writing two, half copied out) without any system call. Small chunks, and a
+// message of one chunk on 2 ranks, are reduced whole by every rank instead
+// ("replicated": the same kernel over the same P inputs in the same order gives
+// the same bits), which saves the second flag round trip and the copy out but
+// copies the whole input in (one round trip per small message). With S slots
+// per rank, chunk c + 1 is copied in while the peers still work on chunk c. A
+// small message is a single replicated chunk (one flag round trip), and nobody
+// waits for the peers to finish: a slot is rewritten only after every rank's
+// done flag for its previous use. Out-of-place messages of
 // QUORUM_SHM_STREAMING_BYTES and more (by default the size where the ranks'
 // buffers fill the last-level cache) write their results (into the receive
 // buffers) with streaming stores (reduce/streaming.hpp), which saves the read
@@ -57,8 +56,8 @@ Knob<int64_t> knob_shm_chunk_bytes("QUORUM_SHM_CHUNK_BYTES", 256 * 1024,
                                    "pipelined two at a time");
 Knob<int64_t> knob_shm_replicated_bytes(
     "QUORUM_SHM_REPLICATED_BYTES", 16384,
-    "shm allreduce: chunks up to this size (and on 2 ranks an out-of-place message of one "
-    "chunk) are reduced whole by every rank (one flag round trip) instead of 1/P per rank");
+    "shm allreduce: chunks up to this size (and on 2 ranks a message of one chunk) are "
+    "reduced whole by every rank (one flag round trip) instead of 1/P per rank");
 Knob<int64_t> knob_shm_zero_copy_bytes(
     "QUORUM_SHM_ZERO_COPY_BYTES", 65536,
     "shm allreduce: messages of at least this size whose buffers every rank allocated with "
@@ -180,11 +179,13 @@ class ShmAllreduceTask : public Task {
     chunk_elems_ = std::max<size_t>(1, ch->chunk_bytes() / es_);
     nchunks_ = (count_ + chunk_elems_ - 1) / chunk_elems_;
     base_ = ch->reserve(nchunks_);
-    // Small chunks: one flag round trip. On 2 ranks also an out-of-place
-    // message of one chunk, whose data stays in cache (measured faster up to
-    // the default chunk); larger or in-place ones are sliced, which moves
-    // less data (see the top of this file).
-    const bool one_chunk_2_ranks = ch->size() == 2 && nchunks_ == 1 && send_ != recv_;
+    // Small chunks: one flag round trip. On 2 ranks also a message of one
+    // chunk, whose data stays in cache (out of place measured faster up to
+    // the default chunk); larger ones are sliced, which moves less data (see
+    // the top of this file). Every rank must choose the same, so the choice
+    // cannot depend on whether this rank's call is in place (a partial round
+    // can be in place on one rank and not on another).
+    const bool one_chunk_2_ranks = ch->size() == 2 && nchunks_ == 1;
     replicated_ =
         one_chunk_2_ranks || std::min(count_, chunk_elems_) * es_ <= ch->replicated_bytes();
     inline_payload_ = replicated_ && count_ * es_ <= ShmChannel::kInlinePayload;

@@ -17,6 +17,9 @@ TEST_P(Collectives, AllreduceEveryDtypeAndOp) {
 TEST_P(Collectives, NonBlockingAllreduceOverlaps) {
   test::run_ranks(GetParam(), test::NonBlockingAllreduceOverlaps);
 }
+TEST_P(Collectives, InPlaceOnSomeRanksOnly) {
+  test::run_ranks(GetParam(), test::InPlaceOnSomeRanksOnly);
+}
 TEST_P(Collectives, SymmetricBuffers) {
   test::run_ranks(GetParam(), test::SymmetricBuffers);
 }

@@ -25,6 +25,9 @@ TEST_F(ProcessCollectives, Allreduce) {
 TEST_F(ProcessCollectives, NonBlocking) {
   test::NonBlockingAllreduceOverlaps(*test::process_comm());
 }
+TEST_F(ProcessCollectives, InPlaceOnSomeRanksOnly) {
+  test::InPlaceOnSomeRanksOnly(*test::process_comm());
+}
 TEST_F(ProcessCollectives, SmallAndLargeInterleaved) {
   test::SmallAndLargeInterleaved(*test::process_comm());
 }

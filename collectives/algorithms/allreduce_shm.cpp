@@ -315,10 +315,9 @@ class ShmAllreduceTask : public Task {
       } else {
         // Sliced: nobody else reads this rank's own slice of its slot (this
         // rank reduces it, from its send buffer), so it is not copied in.
-        auto mine = own_slice(n);
-        std::memcpy(slot, send_ + off * es_, mine.offset * es_);
-        const size_t after = mine.offset + mine.count;
-        std::memcpy(slot + after * es_, send_ + (off + after) * es_, (n - after) * es_);
+        copy_outside_own_slice(
+            slot, send_ + off * es_, n,
+            [](uint8_t *d, const uint8_t *f, size_t b) { std::memcpy(d, f, b); });
       }
       if (c == 0 && !inline_payload_) {
         // A descriptor even when this rank is no candidate (it says "no
@@ -388,11 +387,9 @@ class ShmAllreduceTask : public Task {
     if (stage_[c] == kReduced) {
       if (!all_reached(&ShmChannel::reduced, s, tag)) return moved;
       // The other ranks' slices (this rank's own is in place already).
-      auto mine = own_slice(n);
-      uint8_t *out = recv_ + off * es_;
-      copy_result(out, ch_->result(s), mine.offset * es_);
-      const size_t after = mine.offset + mine.count;
-      copy_result(out + after * es_, ch_->result(s) + after * es_, (n - after) * es_);
+      copy_outside_own_slice(
+          recv_ + off * es_, ch_->result(s), n,
+          [this](uint8_t *d, const uint8_t *f, size_t b) { copy_result(d, f, b); });
       ch_->done(me, s).store(tag, std::memory_order_release);
       stage_[c] = kDone;
       moved = true;
@@ -403,6 +400,16 @@ class ShmAllreduceTask : public Task {
   // The part of an n-element chunk this rank reduces on the sliced path.
   patterns::Block own_slice(size_t n) const {
     return patterns::block(n, ch_->size(), ch_->rank(), patterns::align_elements(64, es_));
+  }
+
+  // The bytes of an n-element chunk before and after this rank's own slice,
+  // src to dst, through copy(dst, src, bytes).
+  template <typename Copy>
+  void copy_outside_own_slice(uint8_t *dst, const uint8_t *src, size_t n, Copy copy) const {
+    const auto mine = own_slice(n);
+    copy(dst, src, mine.offset * es_);
+    const size_t after = (mine.offset + mine.count) * es_;
+    copy(dst + after, src + after, n * es_ - after);
   }
 
   // A result into a receive buffer: streaming stores for large messages.

@@ -3,8 +3,10 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cctype>
 #include <cerrno>
 #include <cstdlib>
+#include <limits>
 #include <map>
 
 namespace quorum {
@@ -154,15 +156,30 @@ bool parse_value(const std::string &t, bool *out, std::string *why) {
   return false;
 }
 
+// An integer (decimal, 0x hex or 0 octal), optionally followed by one of the
+// binary units k, m, g (any case, x 1024, 1024^2, 1024^3), as UCX's memory
+// units: QUORUM_SHM_MAX_BYTES=64M.
 bool parse_value(const std::string &t, int64_t *out, std::string *why) {
   errno = 0;
   char *end = nullptr;
   long long v = std::strtoll(t.c_str(), &end, 0);
+  int shift = 0;
+  if (!t.empty() && errno == 0 && end != nullptr && end != t.c_str() && end[0] != '\0' &&
+      end[1] == '\0') {
+    const char unit = static_cast<char>(std::tolower(static_cast<unsigned char>(end[0])));
+    shift = unit == 'k' ? 10 : unit == 'm' ? 20 : unit == 'g' ? 30 : -1;
+    if (shift > 0) ++end;
+  }
   if (t.empty() || errno != 0 || end == nullptr || *end != '\0') {
-    *why = "expected an integer";
+    *why = "expected an integer, optionally with a unit k, m or g (x1024)";
     return false;
   }
-  *out = v;
+  const long long limit = std::numeric_limits<long long>::max() >> shift;
+  if (v > limit || v < -limit) {
+    *why = "out of range";
+    return false;
+  }
+  *out = v * (1LL << shift);
   return true;
 }
 

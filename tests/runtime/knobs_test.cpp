@@ -55,13 +55,34 @@ TEST_F(Knobs, EnvironmentValues) {
   EXPECT_EQ(validate_knobs(), kOk);
 }
 
+TEST_F(Knobs, IntegersTakeBinaryUnits) {
+  struct Case {
+    const char *text;
+    int64_t value;
+  };
+  for (Case c :
+       {Case{"64k", 64 << 10}, Case{"64K", 64 << 10}, Case{"16m", 16 << 20},
+        Case{"2G", int64_t{2} << 30}, Case{"0x10k", 16 << 10}, Case{"-1", -1},
+        Case{"-2m", -(2 << 20)}, Case{"0k", 0}, Case{"8589934591G", int64_t{8589934591} << 30}}) {
+    setenv("QUORUM_TEST_INT", c.text, 1);
+    test_int.reload();
+    EXPECT_EQ(test_int.error(), "") << c.text;
+    EXPECT_EQ(test_int.get(), c.value) << c.text;
+    EXPECT_EQ(test_int.source(), KnobSource::Environment);
+  }
+  unsetenv("QUORUM_TEST_INT");
+  test_int.reload();
+}
+
 TEST_F(Knobs, ParseErrorsFallBackToDefaultAndAreReported) {
   struct Case {
     KnobBase *knob;
     const char *text;
   };
-  for (Case c : {Case{&test_int, "12abc"}, Case{&test_int, ""}, Case{&test_bool, "maybe"},
-                 Case{&test_double, "1.5x"}, Case{&test_choice, "c"}}) {
+  for (Case c :
+       {Case{&test_int, "12abc"}, Case{&test_int, ""}, Case{&test_int, "k"}, Case{&test_int, "4kb"},
+        Case{&test_int, "4t"}, Case{&test_int, "9000000000g"}, Case{&test_int, "-9000000000g"},
+        Case{&test_bool, "maybe"}, Case{&test_double, "1.5x"}, Case{&test_choice, "c"}}) {
     setenv(c.knob->name(), c.text, 1);
     c.knob->reload();
     EXPECT_NE(c.knob->error(), "") << c.knob->name() << "=" << c.text;

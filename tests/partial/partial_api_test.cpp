@@ -17,6 +17,7 @@
 namespace quorum {
 namespace {
 
+using test::run_c_ranks;
 using test::run_ranks;
 
 class KnobOverride {
@@ -29,23 +30,6 @@ class KnobOverride {
  private:
   KnobBase *knob_;
 };
-
-// Runs P ranks, each with a C handle (quorum_comm_t) over inproc.
-void run_c_ranks(int p, const std::function<void(quorum_comm_t)> &body) {
-  auto group = ThreadGroup::create(p);
-  std::vector<std::thread> threads;
-  for (int r = 0; r < p; ++r) {
-    threads.emplace_back([&, r] {
-      CommOptions o;
-      o.transport = "inproc";
-      auto *h = new quorum_comm;
-      ASSERT_EQ(Communicator::create(group->bootstrap(r), &h->comm, o), QUORUM_OK);
-      body(h);
-      EXPECT_EQ(quorum_finalize(h), QUORUM_OK) << last_error();
-    });
-  }
-  for (auto &t : threads) t.join();
-}
 
 TEST(PartialCApi, SoloRoundsFlushAndInfo) {
   for (int p : {2, 3, 5}) {

@@ -11,8 +11,9 @@
 #          [-- extra quorum-train arguments]
 # A run is sync, majority or solo, with ":drop" for --drop-late,
 # ":no-catch-up" for --no-catch-up, ":delay=MS" for --activation-delay-ms MS,
-# ":sync=E" for E synchronous epochs first (default 0.5) and ":epochs=N" for
-# its own number of epochs (e.g. majority:drop, solo:drop:delay=2:epochs=8).
+# ":sync=E" for E synchronous epochs first (default 0.5), ":scale=S" for
+# --partial-scale S and ":epochs=N" for its own number of epochs (e.g.
+# majority:drop, solo:drop:delay=2:epochs=8, solo:drop:scale=sqrt).
 # Recipe for all: cosine decay after a half-epoch warmup; the partial runs
 # reduce synchronously during that warmup (--sync-epochs 0.5). --keep DIR
 # keeps each run's whole output there (DIR/LABEL, e.g. DIR/majority-drop).
@@ -31,7 +32,7 @@ while [ $# -gt 0 ]; do
     --runs) runs="$2"; shift 2 ;;
     --keep) keep="$2"; shift 2 ;;
     --) shift; break ;;
-    -h|--help) sed -n '2,18p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,19p' "$0"; exit 0 ;;
     *) echo "unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -51,6 +52,7 @@ for run in $runs; do
       drop) args+=(--drop-late) ;;
       no-catch-up) args+=(--no-catch-up) ;;
       delay=*) args+=(--activation-delay-ms "${opt#delay=}") ;;
+      scale=*) args+=(--partial-scale "${opt#scale=}") ;;
       epochs=*) run_epochs=${opt#epochs=} ;;
       sync=*) sync_epochs=${opt#sync=} ;;
       *) echo "unknown run option '$opt' in $run" >&2; exit 2 ;;

@@ -292,6 +292,13 @@ int main(int argc, char **argv) {
                  "meanwhile are fresh in the round (0: at once, as in eager-SGD)")
       ->check(CLI::Range(0.0, 10000.0))
       ->capture_default_str();
+  std::string partial_scale = "world";
+  app.add_option("--partial-scale", partial_scale,
+                 "solo/majority: a round's sum of n gradients (fresh and carried) is divided by "
+                 "P (world: each weighs as in a synchronous step), sqrt(P x n) (sqrt: the "
+                 "square-root rate rule for the round's smaller batch) or n (count: their mean)")
+      ->check(CLI::IsMember({"world", "sqrt", "count"}))
+      ->capture_default_str();
   app.add_flag("--no-catch-up", no_catch_up,
                "solo/majority: a rank that fell behind still computes a gradient for every "
                "step (it can only be late) instead of applying the steps the others already "
@@ -316,6 +323,9 @@ int main(int argc, char **argv) {
     ro.sync_epochs = sync_epochs;
     ro.catch_up = !no_catch_up;
     ro.activation_delay_us = static_cast<unsigned>(std::llround(activation_delay_ms * 1000));
+    ro.scale = partial_scale == "sqrt"    ? qt::PartialScale::Sqrt
+               : partial_scale == "count" ? qt::PartialScale::Count
+                                          : qt::PartialScale::World;
     ro.seed = cfg.seed;
     if (qt::ImbalanceModel::parse(imbalance, cfg.seed, &ro.imbalance) != quorum::kOk ||
         qt::CollectiveReducer::create(comm, ro, nullptr, &dist) != quorum::kOk) {

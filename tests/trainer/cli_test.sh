@@ -34,6 +34,7 @@ expect_error "unknown reduction" "--reduce" --reduce fastest --data synthetic
 expect_error "malformed imbalance" "--imbalance '1:100ms'" --imbalance 1:100ms --data synthetic
 expect_error "imbalance without delay" "paper takes D" --imbalance paper --data synthetic
 expect_error "unknown lr decay" "--lr-decay" --lr-decay linear --data synthetic
+expect_error "unknown partial scale" "--partial-scale" --partial-scale mean --data synthetic
 expect_error "negative sync epochs" "--sync-epochs" --sync-epochs -1 --data synthetic
 expect_error "cuda backend" "cuda" --backend cuda --data synthetic
 expect_error "missing checkpoint" "$tmp/nope" --data synthetic --resume "$tmp/nope"

@@ -1,6 +1,7 @@
 // collective_reducer.cpp: sync, solo and majority gradient reduction.
 #include "trainer/distributed/collective_reducer.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <thread>
@@ -19,6 +20,19 @@ Status api_error(quorum_status_t s, const char *what) {
   return fail(s, "reducer", "{}: {}", what, quorum_last_error());
 }
 }  // namespace
+
+float partial_round_scale(PartialScale scale, int world, long long n) {
+  const double p = world, k = static_cast<double>(std::max(1LL, n));
+  switch (scale) {
+    case PartialScale::Sqrt:
+      return static_cast<float>(1.0 / std::sqrt(p * k));
+    case PartialScale::Count:
+      return static_cast<float>(1.0 / k);
+    case PartialScale::World:
+      break;
+  }
+  return static_cast<float>(1.0 / p);
+}
 
 Status CollectiveReducer::create(quorum_comm_t comm, const ReducerOptions &options,
                                  Backend *backend, std::unique_ptr<CollectiveReducer> *out) {
@@ -114,14 +128,15 @@ Status CollectiveReducer::receive_round(float *grads, float *buf, size_t count, 
   const void *sum = nullptr;
   quorum_status_t s = quorum_partial_wait_ref(partial_, &sum, &round);
   if (s != QUORUM_OK) return api_error(s, "waiting for the partial allreduce");
-  const float scale = 1.0f / static_cast<float>(size_);
+  quorum_round_stats_t stats{};
+  s = quorum_partial_last_round_stats(partial_, &stats);
+  if (s != QUORUM_OK) return api_error(s, "reading the round's stats");
+  // Fresh and carried counts are the same on every rank: so is the scale.
+  const float scale = partial_round_scale(options_.scale, size_, round.fresh + stats.carried);
   const float *in = static_cast<const float *>(sum);
   for (size_t i = 0; i < count; ++i) buf[i] = in[i] * scale;
   if (memory == MemoryKind::Cuda) backend_->copy_to_device(grads, buf, count * sizeof(float));
   info->contributors = round.fresh;
-  quorum_round_stats_t stats{};
-  s = quorum_partial_last_round_stats(partial_, &stats);
-  if (s != QUORUM_OK) return api_error(s, "reading the round's stats");
   info->carried = stats.own_carried;
   info->staleness = stats.own_staleness;
   if (round.fresh >= 0 && round.fresh <= size_) ++fresh_histogram_[round.fresh];

@@ -4,9 +4,9 @@
 //   solo      partial allreduce, the first rank ready activates each round
 //   majority  partial allreduce, a rank drawn per round from a shared seed activates it
 // Partial modes carry late gradients into a later round (nothing is lost) and
-// scale every round's sum by 1/P, so over a run the applied gradient mass equals
-// the synchronous one. Each rank's k-th step applies round k's result, the same
-// on every rank, so replicas stay bitwise identical (check_replicas verifies).
+// scale every round's sum by 1/P by default (PartialScale::World), so over a
+// run the applied gradient mass equals the synchronous one. Each rank's k-th step applies round k's
+// result, the same on every rank, so replicas stay bitwise identical (check_replicas verifies).
 // Injected imbalance (imbalance.hpp) sleeps before the rank's contribution.
 // catch_up: between steps, a rank that the others left behind (rounds they
 // already ran, quorum_partial_rounds_behind) applies those steps' results
@@ -30,6 +30,18 @@
 
 namespace quorum::trainer {
 
+// How a partial round's sum of n gradients (fresh and carried) becomes the
+// step's gradient. The learning rate is scaled linearly for P gradients.
+//   world  divide by P: each gradient weighs as in a synchronous step, so a
+//          round of fewer gradients makes a smaller step
+//   sqrt   divide by sqrt(P x n): the rate follows the square-root rule for
+//          the round's smaller batch (n x batch); P gradients: as world
+//   count  divide by n: the mean, a full-size step from fewer gradients
+enum class PartialScale { World, Sqrt, Count };
+
+// The factor for a round of n gradients (n < 1 counts as 1) on P ranks.
+float partial_round_scale(PartialScale scale, int world, long long n);
+
 struct ReducerOptions {
   std::string mode = "sync";         // sync | solo | majority
   unsigned max_staleness = 32;       // partial: a synchronous round every max_staleness+1
@@ -38,6 +50,7 @@ struct ReducerOptions {
   double sync_epochs = 0;            // partial: plain allreduce for the first epochs
   bool catch_up = true;              // partial: a rank behind skips the steps others already ran
   unsigned activation_delay_us = 0;  // partial: the activating post waits this long for others
+  PartialScale scale = PartialScale::World;  // partial: a round's sum to the step's gradient
   ImbalanceModel imbalance;
 };
 
@@ -60,6 +73,11 @@ class CollectiveReducer : public GradientReducer {
   void set_steps_per_epoch(int64_t steps) override;
   // The backend that owns device gradients (copies for the partial modes).
   void set_backend(Backend *backend) { backend_ = backend; }
+
+  // Collective (partial modes): creates the partial allreduce for count floats
+  // now; the first partial step does otherwise. A rank may then skip_step a
+  // round it never posted for (tests drive single rounds so).
+  Status prepare(size_t count) { return ensure_partial(count); }
 
   // Collective: drains what partial rounds still carry (flush) and frees them.
   // Returns the L1 norm of the drained gradient sum (0 for sync), for the log.

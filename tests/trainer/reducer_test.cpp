@@ -61,31 +61,25 @@ void run_scenario(int p, PartialScale scale, bool carry) {
     const float first = partial_round_scale(scale, p, 1);
     const float second = carry ? 5 * partial_round_scale(scale, p, 2) : 2 * first;
 
-    if (rank == 0) {
-      std::fill(g.begin(), g.end(), 1.0f);
-      ASSERT_EQ(red->reduce_gradients(g.data(), kCount, MemoryKind::Host, 0, &info), kOk)
+    // Posts `value` everywhere and applies the round it lands in, with only
+    // one fresh gradient in that round.
+    auto post = [&](float value, int64_t step) {
+      std::fill(g.begin(), g.end(), value);
+      ASSERT_EQ(red->reduce_gradients(g.data(), kCount, MemoryKind::Host, step, &info), kOk)
           << last_error();
-      EXPECT_EQ(info.contributors, 1);
-    }
-    ASSERT_EQ(quorum_barrier(comm), QUORUM_OK) << quorum_last_error();
-    if (rank == 1) {
-      std::fill(g.begin(), g.end(), 3.0f);
-      ASSERT_EQ(red->reduce_gradients(g.data(), kCount, MemoryKind::Host, 0, &info), kOk)
-          << last_error();
-      EXPECT_EQ(info.contributors, 1);
-    } else if (rank > 1) {
-      catch_up("round 0");
-    }
-    expect_all(g, first, rank, "round 0");
-    ASSERT_EQ(quorum_barrier(comm), QUORUM_OK) << quorum_last_error();
+      EXPECT_EQ(info.contributors, 1) << "rank " << rank;
+    };
+    auto barrier = [&] { ASSERT_EQ(quorum_barrier(comm), QUORUM_OK) << quorum_last_error(); };
 
-    if (rank == 0) {
-      std::fill(g.begin(), g.end(), 2.0f);
-      ASSERT_EQ(red->reduce_gradients(g.data(), kCount, MemoryKind::Host, 1, &info), kOk)
-          << last_error();
-      EXPECT_EQ(info.contributors, 1);
-    }
-    ASSERT_EQ(quorum_barrier(comm), QUORUM_OK) << quorum_last_error();
+    if (rank == 0) post(1.0f, 0);
+    barrier();
+    if (rank == 1) post(3.0f, 0);  // late: rank 1 joined round 0 in the barrier
+    if (rank > 1) catch_up("round 0");
+    expect_all(g, first, rank, "round 0");
+    barrier();
+
+    if (rank == 0) post(2.0f, 1);
+    barrier();
     if (rank > 0) catch_up("round 1");
     if (rank == 1) {
       EXPECT_EQ(info.carried, carry ? 1 : 0);

@@ -7,7 +7,7 @@
 #
 # Usage: perf/partial_training.sh [--build DIR] [--ranks N] [--epochs N]
 #          [--train-limit N] [--delay MS] [--drawn K|K1-K2] [--seed N]
-#          [--runs "sync majority solo"] [--keep DIR]
+#          [--runs "sync majority solo"] [--keep DIR] [--plot OUT.png]
 #          [-- extra quorum-train arguments]
 # A run is sync, majority or solo, with ":drop" for --drop-late,
 # ":no-catch-up" for --no-catch-up, ":delay=MS" for --activation-delay-ms MS,
@@ -16,9 +16,12 @@
 # majority:drop, solo:drop:delay=2:epochs=8, solo:drop:scale=sqrt).
 # Recipe for all: cosine decay after a half-epoch warmup; the partial runs
 # reduce synchronously during that warmup (--sync-epochs 0.5). --keep DIR
-# keeps each run's whole output there (DIR/LABEL, e.g. DIR/majority-drop).
+# keeps each run's whole output there (DIR/LABEL, e.g. DIR/majority-drop) and
+# its JSON-lines log (DIR/LABEL.jsonl). --plot draws every run's loss and test
+# accuracy against training time (perf/plot_training.py; target: sync's final
+# accuracy less 0.5 points, when sync ran).
 set -eu
-build=build ranks=4 epochs=3 limit=0 delay=20 drawn=1-2 seed=1 keep=
+build=build ranks=4 epochs=3 limit=0 delay=20 drawn=1-2 seed=1 keep= plot=
 runs="sync majority majority:drop solo:drop"
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -31,8 +34,9 @@ while [ $# -gt 0 ]; do
     --seed) seed="$2"; shift 2 ;;
     --runs) runs="$2"; shift 2 ;;
     --keep) keep="$2"; shift 2 ;;
+    --plot) plot="$2"; shift 2 ;;
     --) shift; break ;;
-    -h|--help) sed -n '2,19p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
     *) echo "unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -65,11 +69,24 @@ for run in $runs; do
   "$build/tools/quorum-run" -n "$ranks" -- "$build/tools/quorum-train" --data fashion-mnist \
     --model fm-s --batch 64 --epochs "$run_epochs" --train-limit "$limit" --seed "$seed" \
     --lr-decay cosine --warmup-epochs 0.5 --imbalance "paper:$delay:$drawn" \
-    --progress-every 0 "${args[@]}" "$@" > "$out/$label"
+    --progress-every 0 --log "$out/$label.jsonl" "${args[@]}" "$@" > "$out/$label"
   grep -E "epoch [0-9]+:|summary" "$out/$label" | sed 's/^\[0\] //' | cut -c1-160 >&2
 done
 if [ -n "$keep" ]; then
   mkdir -p "$keep"
-  for label in "${labels[@]}"; do cp "$out/$label" "$keep/"; done
+  for label in "${labels[@]}"; do cp "$out/$label" "$out/$label.jsonl" "$keep/"; done
+fi
+if [ -n "$plot" ]; then
+  target=()
+  if [ -f "$out/sync" ]; then
+    acc=$(grep -o 'test_accuracy=[0-9.]*' "$out/sync" | tail -1 | cut -d= -f2)
+    [ -n "$acc" ] && target=(--target "$(python3 -c "print(round($acc - 0.5, 2))")")
+  fi
+  # Debian's python3 has matplotlib; another python3 first in PATH may not.
+  py=python3
+  [ -x /usr/bin/python3 ] && py=/usr/bin/python3
+  logs=()
+  for label in "${labels[@]}"; do logs+=("$out/$label.jsonl"); done
+  "$py" perf/plot_training.py -o "$plot" "${target[@]}" "${logs[@]}" >&2
 fi
 python3 scripts/compare_runs.py "$out" "${labels[@]}"

@@ -52,6 +52,9 @@ class ConsoleObserver : public qt::TrainObserver {
     reducer_ = reducer;
     if (rank_ != 0) log_ = nullptr;
   }
+  // What the run does besides the training recipe (ranks, reduction,
+  // imbalance), for the JSON start record.
+  void set_run_info(json info) { run_info_ = std::move(info); }
   bool replicas_agree() const { return replicas_agree_; }
   // (cumulative training seconds, test accuracy) after each epoch.
   const std::vector<std::pair<double, double>> &curve() const { return curve_; }
@@ -65,15 +68,15 @@ class ConsoleObserver : public qt::TrainObserver {
                 start_step > 0 ? fmt::format(", resumed at step {}", start_step).c_str() : "");
     std::fflush(stdout);
     if (log_) {
-      *log_ << json{{"event", "start"},        {"model", c.model},
-                    {"parameters", params},    {"batch", c.batch},
-                    {"epochs", c.epochs},      {"lr", c.lr},
-                    {"lr_decay", c.lr_decay},  {"warmup_epochs", c.warmup_epochs},
-                    {"momentum", c.momentum},  {"weight_decay", c.weight_decay},
-                    {"seed", c.seed},          {"steps_per_epoch", steps_per_epoch},
-                    {"start_step", start_step}}
-                   .dump()
-            << "\n";
+      json start{{"event", "start"},        {"model", c.model},
+                 {"parameters", params},    {"batch", c.batch},
+                 {"epochs", c.epochs},      {"lr", c.lr},
+                 {"lr_decay", c.lr_decay},  {"warmup_epochs", c.warmup_epochs},
+                 {"momentum", c.momentum},  {"weight_decay", c.weight_decay},
+                 {"seed", c.seed},          {"steps_per_epoch", steps_per_epoch},
+                 {"start_step", start_step}};
+      start.update(run_info_);
+      *log_ << start.dump() << "\n";
     }
   }
 
@@ -102,8 +105,13 @@ class ConsoleObserver : public qt::TrainObserver {
 
   void log_step(const qt::StepProgress &p) {
     if (log_ && log_every_ > 0 && p.global_step % log_every_ == 0)
-      *log_ << json{{"event", "step"}, {"epoch", p.epoch}, {"step", p.global_step},
-                    {"loss", p.loss},  {"lr", p.lr},       {"images_per_s", p.images_per_s}}
+      *log_ << json{{"event", "step"},
+                    {"epoch", p.epoch},
+                    {"step", p.global_step},
+                    {"loss", p.loss},
+                    {"lr", p.lr},
+                    {"images_per_s", p.images_per_s},
+                    {"train_seconds", train_seconds_ + p.epoch_seconds}}
                    .dump()
             << "\n";
   }
@@ -147,6 +155,7 @@ class ConsoleObserver : public qt::TrainObserver {
                     {"test_accuracy", r.test_accuracy},
                     {"images_per_s", r.images_per_s},
                     {"seconds", r.seconds},
+                    {"train_seconds", train_seconds_},
                     {"cpu_seconds", r.cpu_seconds},
                     {"images_per_cpu_s", r.images_per_cpu_s},
                     {"time_data", r.times.data},
@@ -177,6 +186,7 @@ class ConsoleObserver : public qt::TrainObserver {
   int64_t log_every_;
   int epochs_ = 0;
   int rank_ = 0;
+  json run_info_ = json::object();
   qt::CollectiveReducer *reducer_ = nullptr;
   bool replicas_agree_ = true;
   double train_seconds_ = 0;
@@ -366,11 +376,22 @@ int main(int argc, char **argv) {
                            log_every);
   qt::LocalGradientReducer local;
   qt::GradientReducer *reducer = &local;
+  json run_info{{"ranks", 1}, {"reduce", "local"}, {"backend", backend_name}, {"data", data_name}};
   if (dist) {
     dist->set_backend(backend.get());
     reducer = dist.get();
     observer.set_distributed(dist->rank(), dist.get());
+    run_info.update({{"ranks", dist->size()},
+                     {"reduce", dist->name()},
+                     {"imbalance", imbalance.empty() ? "none" : imbalance},
+                     {"drop_late", drop_late},
+                     {"sync_epochs", sync_epochs},
+                     {"activation_delay_ms", activation_delay_ms},
+                     {"partial_scale", partial_scale},
+                     {"catch_up", !no_catch_up},
+                     {"max_staleness", max_staleness}});
   }
+  observer.set_run_info(std::move(run_info));
   qt::TrainResult result;
   // On failure the peers may be gone or stuck elsewhere: free the partial
   // object locally (no collective destroy) and leave.

@@ -226,6 +226,7 @@ Status train(const TrainConfig &cfg, Backend *backend, const DataSplit &data,
         p.total_steps = total_steps, p.loss = loss, p.lr = step.lr;
         const double elapsed = since(epoch_start);
         p.images_per_s = elapsed > 0 ? double(images_this_run) / elapsed : 0;
+        p.epoch_seconds = elapsed;
         const double run_elapsed = since(run_start);
         const double per_step = run_elapsed / double(st.global_step - run_start_step);
         p.eta_s = per_step * double(total_steps - st.global_step);

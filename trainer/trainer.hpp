@@ -44,8 +44,9 @@ struct StepProgress {
   int64_t epoch = 0, step_in_epoch = 0, steps_per_epoch = 0;
   int64_t global_step = 0, total_steps = 0;  // global_step counts finished steps
   double loss = 0, lr = 0;
-  double images_per_s = 0;  // this rank, over the epoch so far
-  double eta_s = 0;         // to total_steps at the current speed
+  double images_per_s = 0;   // this rank, over the epoch so far
+  double epoch_seconds = 0;  // since the epoch's first step (evaluations are not in it)
+  double eta_s = 0;          // to total_steps at the current speed
 };
 
 struct EpochReport {

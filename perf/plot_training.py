@@ -1,0 +1,141 @@
+#!/usr/bin/env python3
+"""plot_training.py: draws training runs logged by `quorum-train --log FILE`.
+
+    perf/plot_training.py [-o OUT.png] [--target ACC] [--label NAME]... LOG...
+    perf/plot_training.py --summary LOG...
+
+Left: training loss against training time (the step records as a line, each
+epoch's mean as a marker). Right: test accuracy after each epoch against
+training time, with an optional dashed line at --target (percent). Training
+time leaves the evaluations out, as the summary line's train_seconds does.
+A log holding several runs (--log appends) is split at each start record.
+Each run is labelled from its start record (reduction, ranks, options) unless
+--label names it (once per run, in order). --summary prints one line per run
+instead of drawing (no matplotlib needed). Default OUT: the first log's name
+with .png."""
+import argparse
+import json
+import sys
+
+
+def fail(message):
+    sys.exit(f"plot_training.py: {message}")
+
+
+def read_runs(path):
+    """The runs of one log: dicts with start, steps and epochs."""
+    try:
+        lines = open(path, encoding="utf-8").read().splitlines()
+    except OSError as e:
+        fail(f"cannot read {path}: {e.strerror}")
+    runs = []
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as e:
+            fail(f"{path}:{number}: not JSON ({e.msg}): {line[:60]}")
+        event = record.get("event") if isinstance(record, dict) else None
+        if event not in ("start", "step", "epoch"):
+            fail(f"{path}:{number}: not a quorum-train record (no event start, step or epoch)")
+        if event == "start":
+            runs.append({"start": record, "steps": [], "epochs": []})
+            continue
+        if not runs:
+            fail(f"{path}:{number}: a {event} record before any start record")
+        try:
+            if event == "step":
+                runs[-1]["steps"].append((float(record["train_seconds"]), float(record["loss"])))
+            else:
+                runs[-1]["epochs"].append((float(record["train_seconds"]),
+                                           float(record["train_loss"]),
+                                           100 * float(record["test_accuracy"])))
+        except (KeyError, TypeError, ValueError) as e:
+            fail(f"{path}:{number}: {event} record without a usable {e}")
+    if not runs:
+        fail(f"{path}: no start record (is it a quorum-train --log file?)")
+    for i, run in enumerate(runs, 1):
+        if not run["epochs"]:
+            fail(f"{path}: run {i} has no epoch record (stopped before its first epoch ended?)")
+    return runs
+
+
+def describe(start):
+    """A label from a start record, e.g. 'solo 4 ranks, drop, sqrt, delay 8 ms'."""
+    reduce = start.get("reduce", "local")
+    ranks = start.get("ranks", 1)
+    label = f"{reduce}, {ranks} rank{'s' if ranks != 1 else ''}"
+    if reduce in ("solo", "majority"):
+        if start.get("drop_late"):
+            label += ", drop"
+        if start.get("partial_scale", "world") != "world":
+            label += f", {start['partial_scale']}"
+        if start.get("activation_delay_ms"):
+            label += f", delay {start['activation_delay_ms']:g} ms"
+    return label + f", {start.get('epochs', '?')} ep"
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("logs", nargs="+", metavar="LOG")
+    parser.add_argument("-o", "--output")
+    parser.add_argument("--target", type=float, help="draw this test accuracy (percent)")
+    parser.add_argument("--label", action="append", default=[], help="name of the next run")
+    parser.add_argument("--summary", action="store_true", help="print the runs, draw nothing")
+    args = parser.parse_args()
+
+    runs = [run for path in args.logs for run in read_runs(path)]
+    if len(args.label) > len(runs):
+        fail(f"{len(args.label)} labels for {len(runs)} runs")
+    for i, run in enumerate(runs):
+        run["label"] = args.label[i] if i < len(args.label) else describe(run["start"])
+
+    if args.summary:
+        for run in runs:
+            seconds, _, accuracy = run["epochs"][-1]
+            best = max(e[2] for e in run["epochs"])
+            print(f"{run['label']}: {len(run['epochs'])} epochs, {seconds:.2f} s, "
+                  f"test accuracy {accuracy:.2f}% (best {best:.2f}%)")
+        return 0
+
+    try:
+        import matplotlib
+    except ImportError:
+        fail(f"this python ({sys.executable}) has no matplotlib; run it with the system's "
+             "/usr/bin/python3 (Debian's python3-matplotlib)")
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (loss_ax, acc_ax) = plt.subplots(1, 2, figsize=(12, 4.5))
+    for run in runs:
+        epochs = run["epochs"]
+        line = None
+        if run["steps"]:
+            line, = loss_ax.plot(*zip(*run["steps"]), linewidth=1, alpha=0.8)
+        color = line.get_color() if line else None
+        loss_ax.plot([e[0] for e in epochs], [e[1] for e in epochs], "o", color=color,
+                     markersize=4, label=None if line else run["label"])
+        if line:
+            line.set_label(run["label"])
+        acc_ax.plot([e[0] for e in epochs], [e[2] for e in epochs], "o-", color=color,
+                    markersize=4, label=run["label"])
+    if args.target is not None:
+        acc_ax.axhline(args.target, color="gray", linestyle="--", linewidth=1,
+                       label=f"target {args.target:g}%")
+    loss_ax.set(xlabel="training time (s)", ylabel="training loss", yscale="log",
+                title="training loss (steps; markers: epoch means)")
+    acc_ax.set(xlabel="training time (s)", ylabel="test accuracy (%)",
+               title="test accuracy after each epoch")
+    for ax in (loss_ax, acc_ax):
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    out = args.output or args.logs[0].rsplit(".", 1)[0] + ".png"
+    fig.savefig(out, dpi=120)
+    print(f"plot_training.py: wrote {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

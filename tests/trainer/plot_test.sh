@@ -1,0 +1,90 @@
+#!/bin/bash
+# plot_test.sh QUORUM_RUN QUORUM_TRAIN PLOT_TRAINING: quorum-train's JSON-lines
+# log and perf/plot_training.py, which draws runs from such logs.
+#  1. The log's start record names the run (ranks, reduction, options); step
+#     and epoch records carry the training time, whose last value is the
+#     summary line's train_seconds.
+#  2. --summary lists every run of every log (a log --log appended to twice
+#     holds two), labelled from its start record or by --label.
+#  3. It draws a PNG (with Debian's python3-matplotlib).
+#  4. Unreadable, malformed or incomplete logs and too many labels fail with
+#     a message naming the file (and line).
+set -u
+run=$1
+train=$2
+plot=$3
+tmp=$(mktemp -d /tmp/quorum_plot_test_XXXXXX)
+trap 'rm -rf "$tmp"' EXIT
+failures=0
+fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+py=python3
+[ -x /usr/bin/python3 ] && py=/usr/bin/python3
+common=(--data synthetic --model fm-s --epochs 2 --batch 16 --seed 3 --progress-every 0
+  --log-every 10)
+
+"$train" "${common[@]}" --log "$tmp/a.jsonl" >"$tmp/local" 2>&1 || fail "1 rank: $(tail -3 "$tmp/local")"
+"$run" -n 2 --timeout 300 -- "$train" "${common[@]}" --reduce solo --drop-late \
+  --partial-scale sqrt --log "$tmp/a.jsonl" >"$tmp/solo" 2>&1 || fail "solo: $(tail -5 "$tmp/solo")"
+"$run" -n 2 --timeout 300 -- "$train" "${common[@]}" --reduce sync --log "$tmp/b.jsonl" \
+  >"$tmp/sync" 2>&1 || fail "sync: $(tail -5 "$tmp/sync")"
+
+# 1. Records.
+"$py" - "$tmp/a.jsonl" "$tmp/solo" <<'PY' || fail "log records"
+import json, re, sys
+records = [json.loads(l) for l in open(sys.argv[1])]
+starts = [r for r in records if r["event"] == "start"]
+assert len(starts) == 2, f"{len(starts)} start records, expected 2"
+solo = starts[1]
+want = {"ranks": 2, "reduce": "solo", "drop_late": True, "partial_scale": "sqrt"}
+assert all(solo.get(k) == v for k, v in want.items()), f"solo start record: {solo}"
+assert starts[0]["ranks"] == 1 and starts[0]["reduce"] == "local", f"local: {starts[0]}"
+second = records[records.index(solo):]
+times = [r["train_seconds"] for r in second if r["event"] in ("step", "epoch")]
+assert times and all(b >= a for a, b in zip(times, times[1:])), f"times not rising: {times}"
+summary = re.search(r"train_seconds=([0-9.]+)", open(sys.argv[2]).read()).group(1)
+last = [r for r in second if r["event"] == "epoch"][-1]["train_seconds"]
+assert f"{last:.2f}" == summary, f"last epoch at {last:.2f} s, summary {summary} s"
+PY
+
+# 2. Summary.
+"$py" "$plot" --summary "$tmp/a.jsonl" "$tmp/b.jsonl" >"$tmp/summary" 2>&1 ||
+  fail "--summary: $(cat "$tmp/summary")"
+[ "$(grep -c '2 epochs' "$tmp/summary")" -eq 3 ] || fail "--summary: $(cat "$tmp/summary")"
+grep -q "^local, 1 rank, 2 ep:" "$tmp/summary" || fail "no local run: $(cat "$tmp/summary")"
+grep -q "^solo, 2 ranks, drop, sqrt, 2 ep:" "$tmp/summary" || fail "no solo run: $(cat "$tmp/summary")"
+grep -q "^sync, 2 ranks, 2 ep:" "$tmp/summary" || fail "no sync run: $(cat "$tmp/summary")"
+"$py" "$plot" --summary --label one --label two "$tmp/a.jsonl" >"$tmp/labels" 2>&1
+grep -q "^two: 2 epochs" "$tmp/labels" || fail "--label: $(cat "$tmp/labels")"
+
+# 3. Drawing.
+if "$py" -c "import matplotlib" 2>/dev/null; then
+  "$py" "$plot" -o "$tmp/runs.png" --target 90 "$tmp/a.jsonl" "$tmp/b.jsonl" >"$tmp/draw" 2>&1 ||
+    fail "drawing: $(cat "$tmp/draw")"
+  [ "$(head -c 4 "$tmp/runs.png" 2>/dev/null | tail -c 3)" = "PNG" ] || fail "no PNG written"
+else
+  echo "note: $py has no matplotlib; drawing not checked"
+fi
+
+# 4. Bad input.
+expect_error() {  # description, text in the message, args...
+  local what=$1 text=$2
+  shift 2
+  if "$py" "$plot" --summary "$@" >"$tmp/err" 2>&1; then fail "$what: exit status 0"; return; fi
+  grep -qF -- "$text" "$tmp/err" || fail "$what: no '$text' in: $(cat "$tmp/err")"
+}
+expect_error "missing log" "cannot read $tmp/none.jsonl" "$tmp/none.jsonl"
+{ head -3 "$tmp/b.jsonl"; echo '{"event": "epoch", "train_seconds": '; } >"$tmp/cut.jsonl"
+expect_error "truncated record" "$tmp/cut.jsonl:4: not JSON" "$tmp/cut.jsonl"
+echo '{"answer": 42}' >"$tmp/other.jsonl"
+expect_error "foreign JSON" "$tmp/other.jsonl:1: not a quorum-train record" "$tmp/other.jsonl"
+grep -v '"start"' "$tmp/b.jsonl" >"$tmp/headless.jsonl"
+expect_error "no start record" "$tmp/headless.jsonl:1: a step record before any start" \
+  "$tmp/headless.jsonl"
+grep -v '"epoch"' "$tmp/b.jsonl" | grep -v '"step"' >"$tmp/startonly.jsonl"
+expect_error "no epoch" "run 1 has no epoch record" "$tmp/startonly.jsonl"
+: >"$tmp/empty.jsonl"
+expect_error "empty log" "$tmp/empty.jsonl: no start record" "$tmp/empty.jsonl"
+expect_error "too many labels" "3 labels for 1 runs" --label a --label b --label c "$tmp/b.jsonl"
+
+[ $failures -eq 0 ] && echo "all plot checks passed"
+exit $((failures > 0))

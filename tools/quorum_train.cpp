@@ -309,6 +309,14 @@ int main(int argc, char **argv) {
                  "square-root rate rule for the round's smaller batch) or n (count: their mean)")
       ->check(CLI::IsMember({"world", "sqrt", "count"}))
       ->capture_default_str();
+  int64_t bucket_kb = 0;
+  app.add_option("--bucket-kb", bucket_kb,
+                 "sync (and the synchronous steps of solo/majority): allreduce the gradient in "
+                 "buckets of about N KiB, each started once the backward pass made it final, so "
+                 "communication overlaps the rest of the backward pass (host gradients; 0: one "
+                 "allreduce after it)")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 30))
+      ->capture_default_str();
   app.add_flag("--no-catch-up", no_catch_up,
                "solo/majority: a rank that fell behind still computes a gradient for every "
                "step (it can only be late) instead of applying the steps the others already "
@@ -336,6 +344,7 @@ int main(int argc, char **argv) {
     ro.scale = partial_scale == "sqrt"    ? qt::PartialScale::Sqrt
                : partial_scale == "count" ? qt::PartialScale::Count
                                           : qt::PartialScale::World;
+    ro.bucket_bytes = static_cast<size_t>(bucket_kb) * 1024;
     ro.seed = cfg.seed;
     if (qt::ImbalanceModel::parse(imbalance, cfg.seed, &ro.imbalance) != quorum::kOk ||
         qt::CollectiveReducer::create(comm, ro, nullptr, &dist) != quorum::kOk) {
@@ -389,7 +398,8 @@ int main(int argc, char **argv) {
                      {"activation_delay_ms", activation_delay_ms},
                      {"partial_scale", partial_scale},
                      {"catch_up", !no_catch_up},
-                     {"max_staleness", max_staleness}});
+                     {"max_staleness", max_staleness},
+                     {"bucket_kb", bucket_kb}});
   }
   observer.set_run_info(std::move(run_info));
   qt::TrainResult result;
@@ -417,14 +427,18 @@ int main(int argc, char **argv) {
     for (const auto &[seconds, accuracy] : observer.curve()) {
       curve += fmt::format("{}{:.2f}s:{:.2f}%", curve.empty() ? "" : ",", seconds, 100 * accuracy);
     }
+    // Bucketed runs: how many allreduces the last synchronous step took.
+    const std::string buckets =
+        dist && bucket_kb > 0 ? fmt::format(" bucket_allreduces={}", dist->last_step_allreduces())
+                              : "";
     std::printf(
         "summary reduce=%s ranks=%d imbalance=%s train_seconds=%.2f test_accuracy=%.2f "
-        "replicas=%s drained_l1=%.3g curve=%s\n",
+        "replicas=%s drained_l1=%.3g%s curve=%s\n",
         dist ? dist->name() : "local", dist ? dist->size() : 1,
         imbalance.empty() ? "none" : imbalance.c_str(),
         observer.curve().empty() ? 0.0 : observer.curve().back().first,
         100 * result.last.test_accuracy, observer.replicas_agree() ? "agree" : "DIFFER", drained,
-        curve.c_str());
+        buckets.c_str(), curve.c_str());
     std::fflush(stdout);
   }
   if (comm && quorum_finalize(comm) != QUORUM_OK) {

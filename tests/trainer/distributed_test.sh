@@ -1,7 +1,9 @@
 #!/bin/bash
 # distributed_test.sh QUORUM_RUN QUORUM_TRAIN: data-parallel training as processes.
 #  1. 2 ranks at batch 16 under sync end on the same parameters (within float
-#     tolerance) as 1 rank at batch 32: same examples per step, averaged gradient.
+#     tolerance) as 1 rank at batch 32: same examples per step, averaged gradient;
+#     and on exactly those of one allreduce per step with --bucket-kb (the
+#     average of 2 floats does not depend on how the gradient is cut).
 #  2. sync, solo and majority with injected imbalance keep replicas bitwise
 #     identical every epoch (quorum-train compares checksums; exit 3 if not).
 #  3. --sync-epochs makes a partial run synchronous through its first epochs.
@@ -31,6 +33,14 @@ b=$(param_sum "$tmp/two")
 echo "parameter sum: 1 rank x 32 = $a, 2 ranks x 16 = $b"
 python3 -c "import sys; a, b = float('$a'), float('$b'); sys.exit(0 if abs(a - b) <= 1e-5 * max(1.0, abs(a)) else 1)" ||
   fail "parameters differ: $a vs $b"
+# The same with the gradient allreduced in buckets during the backward pass.
+"$run" -n 2 --timeout 300 -- "$train" "${common[@]}" "${eq[@]}" --batch 16 --reduce sync \
+  --bucket-kb 16 >"$tmp/buckets" 2>&1 || fail "2 ranks sync, buckets: $(tail -5 "$tmp/buckets")"
+c=$(param_sum "$tmp/buckets")
+n=$(grep -o 'bucket_allreduces=[0-9]*' "$tmp/buckets" | cut -d= -f2)
+echo "parameter sum: 2 ranks x 16 in ${n:-?} buckets = $c"
+[ "${n:-0}" -gt 1 ] || fail "buckets: ${n:-no} allreduces per step, expected several"
+[ "$c" = "$b" ] || fail "buckets: parameters differ from one allreduce per step: $c vs $b"
 
 for mode in sync solo majority; do
   for np in 2 3; do

@@ -1,8 +1,12 @@
 // reducer_test.cpp: the trainer's distributed gradient reducer over threads on
-// inproc: the factor that turns a partial round's sum into the step's gradient
-// (--partial-scale world, sqrt, count), checked on rounds whose contributors
-// the test fixes (one fresh gradient; one fresh and one carried; a late one
-// dropped), on every rank, with the catch-up count of the ranks that skip.
+// inproc:
+// - the factor that turns a partial round's sum into the step's gradient
+//   (--partial-scale world, sqrt, count), checked on rounds whose contributors
+//   the test fixes (one fresh gradient; one fresh and one carried; a late one
+//   dropped), on every rank, with the catch-up count of the ranks that skip;
+// - the bucketed synchronous allreduce (--bucket-kb): buckets as the backward
+//   pass reports layer ranges, in order, out of order or leaving a part out,
+//   always ending on the average of every rank's gradient.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -11,6 +15,7 @@
 #include "quorum/quorum.h"
 #include "tests/support/thread_ranks.hpp"
 #include "trainer/distributed/collective_reducer.hpp"
+#include "trainer/distributed/gradient_buckets.hpp"
 
 namespace quorum::trainer {
 namespace {
@@ -100,6 +105,104 @@ TEST(CollectiveReducer, PartialRoundsScaledByTheirContributors) {
         run_scenario(p, scale, carry);
       }
     }
+  }
+}
+
+// Rank r's gradient: element i is i + 1000 r (exact sums; the average of P
+// ranks is i + 500 (P - 1)).
+std::vector<float> rank_gradient(int rank, size_t count) {
+  std::vector<float> g(count);
+  for (size_t i = 0; i < count; ++i) g[i] = static_cast<float>(i) + 1000.0f * rank;
+  return g;
+}
+
+void expect_average(const std::vector<float> &g, int p, int rank, const char *what) {
+  for (size_t i = 0; i < g.size(); ++i) {
+    ASSERT_FLOAT_EQ(g[i], static_cast<float>(i) + 500.0f * (p - 1))
+        << "rank " << rank << ", " << what << ", element " << i;
+  }
+}
+
+struct Range {
+  size_t offset, n;
+};
+
+TEST(GradientBuckets, SendAsRangesGetFinalAndAverageEverything) {
+  struct Case {
+    const char *what;
+    std::vector<Range> ranges;  // in the order backward reports them
+    size_t bucket_bytes;
+    int64_t allreduces;
+  };
+  const std::vector<Case> cases = {
+      // 256 floats per bucket: [500, 1000) once 500 are final, then [0, 500).
+      {"in order", {{900, 100}, {500, 400}, {0, 500}}, 1024, 2},
+      {"one bucket per range", {{900, 100}, {500, 400}, {0, 500}}, 4, 3},
+      {"larger than the gradient", {{900, 100}, {500, 400}, {0, 500}}, 1 << 20, 1},
+      // [0, 500) goes out, [500, 1000) is out of order: sent whole by finish.
+      {"out of order", {{0, 500}, {500, 500}}, 1024, 2},
+      // The first range does not reach the end: [500, 900), [0, 500), and
+      // finish sends [900, 1000).
+      {"end left out", {{500, 400}, {0, 500}}, 1024, 3},
+      {"nothing reported early", {}, 1024, 0},
+  };
+  for (int p : {2, 3}) {
+    for (const Case &c : cases) {
+      SCOPED_TRACE(testing::Message() << "P " << p << ", " << c.what);
+      test::run_c_ranks(p, [&](quorum_comm_t comm) {
+        const int rank = quorum_comm_rank(comm);
+        GradientBuckets buckets(comm, c.bucket_bytes);
+        for (int64_t step = 0; step < 3; ++step) {
+          std::vector<float> g = rank_gradient(rank, 1000);
+          for (const Range &r : c.ranges) buckets.ready(g.data(), r.offset, r.n, step);
+          if (c.ranges.empty()) {
+            ASSERT_FALSE(buckets.started(g.data(), step));
+            continue;
+          }
+          ASSERT_TRUE(buckets.started(g.data(), step));
+          ASSERT_EQ(buckets.finish(g.size()), kOk) << last_error();
+          EXPECT_FALSE(buckets.started(g.data(), step));
+          EXPECT_EQ(buckets.last_step_allreduces(), c.allreduces);
+          expect_average(g, p, rank, c.what);
+        }
+      });
+    }
+  }
+}
+
+// Through the reducer: synchronous steps use the buckets, partial rounds do not.
+TEST(CollectiveReducer, BucketsOnlyInSynchronousSteps) {
+  for (const char *mode : {"sync", "solo"}) {
+    SCOPED_TRACE(mode);
+    test::run_c_ranks(3, [&](quorum_comm_t comm) {
+      const int rank = quorum_comm_rank(comm);
+      ReducerOptions o;
+      o.mode = mode;
+      o.bucket_bytes = 1024;
+      o.sync_epochs = 1;  // solo: step 0 is synchronous, step 1 a partial round
+      std::unique_ptr<CollectiveReducer> red;
+      ASSERT_EQ(CollectiveReducer::create(comm, o, nullptr, &red), kOk) << last_error();
+      red->set_steps_per_epoch(1);
+      for (int64_t step = 0; step < 2; ++step) {
+        std::vector<float> g = rank_gradient(rank, 1000);
+        red->gradient_ready(g.data(), 500, 500, step);
+        red->gradient_ready(g.data(), 0, 500, step);
+        ReduceInfo info;
+        // A partial round's result depends on who was in time: synchronise
+        // the posts so every rank is (solo, step 1).
+        ASSERT_EQ(quorum_barrier(comm), QUORUM_OK);
+        ASSERT_EQ(red->reduce_gradients(g.data(), g.size(), MemoryKind::Host, step, &info), kOk)
+            << last_error();
+        const bool bucketed = std::string(mode) == "sync" || step == 0;
+        EXPECT_EQ(red->bucketed_steps(), bucketed ? step + 1 : 1) << "step " << step;
+        if (bucketed) {
+          EXPECT_EQ(red->last_step_allreduces(), 2) << "step " << step;
+          expect_average(g, 3, rank, "synchronous step");
+        }
+      }
+      double drained = 0;
+      ASSERT_EQ(red->finish(&drained), kOk) << last_error();
+    });
   }
 }
 

@@ -48,6 +48,8 @@ Status CollectiveReducer::create(quorum_comm_t comm, const ReducerOptions &optio
   r->rank_ = quorum_comm_rank(comm);
   r->size_ = quorum_comm_size(comm);
   r->fresh_histogram_.assign(static_cast<size_t>(r->size_) + 1, 0);
+  if (options.bucket_bytes > 0)
+    r->buckets_ = std::make_unique<GradientBuckets>(comm, options.bucket_bytes);
   *out = std::move(r);
   return kOk;
 }
@@ -96,10 +98,14 @@ Status CollectiveReducer::reduce_gradients(float *grads, size_t count, MemoryKin
     local.injected_seconds = seconds_since(t);
   }
   uint64_t start = now_ns();
-  if (options_.mode == "sync" || step < sync_steps_) {
-    quorum_status_t s =
-        quorum_allreduce(comm_, QUORUM_IN_PLACE, grads, count, QUORUM_FLOAT32, QUORUM_AVG);
-    if (s != QUORUM_OK) return api_error(s, "gradient allreduce");
+  if (synchronous_step(step)) {
+    if (buckets_ && buckets_->started(grads, step)) {
+      QUORUM_CHECK(buckets_->finish(count));
+    } else {
+      quorum_status_t s =
+          quorum_allreduce(comm_, QUORUM_IN_PLACE, grads, count, QUORUM_FLOAT32, QUORUM_AVG);
+      if (s != QUORUM_OK) return api_error(s, "gradient allreduce");
+    }
     local.contributors = size_;
   } else {
     QUORUM_CHECK(ensure_partial(count));
@@ -113,6 +119,13 @@ Status CollectiveReducer::reduce_gradients(float *grads, size_t count, MemoryKin
   local.wait_seconds = seconds_since(start);
   if (info) *info = local;
   return kOk;
+}
+
+void CollectiveReducer::gradient_ready(float *grads, size_t offset, size_t count, int64_t step) {
+  if (!buckets_ || !synchronous_step(step)) return;
+  // A device's backward may still be running: its gradient is reduced after.
+  if (backend_ && backend_->memory_kind() != MemoryKind::Host) return;
+  buckets_->ready(grads, offset, count, step);
 }
 
 float *CollectiveReducer::round_buffer(float *grads, size_t count, MemoryKind memory) {

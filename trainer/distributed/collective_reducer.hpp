@@ -8,6 +8,10 @@
 // run the applied gradient mass equals the synchronous one. Each rank's k-th step applies round k's
 // result, the same on every rank, so replicas stay bitwise identical (check_replicas verifies).
 // Injected imbalance (imbalance.hpp) sleeps before the rank's contribution.
+// bucket_bytes: synchronous steps allreduce the gradient in buckets that start
+// during the backward pass (gradient_buckets.hpp; host gradients only, as a
+// device's backward may still run when a range is reported); the injected
+// sleep then delays only the buckets not sent yet.
 // catch_up: between steps, a rank that the others left behind (rounds they
 // already ran, quorum_partial_rounds_behind) applies those steps' results
 // without computing gradients for them, so it computes its next gradient on
@@ -25,6 +29,7 @@
 
 #include "quorum/quorum.h"
 #include "trainer/backend.hpp"
+#include "trainer/distributed/gradient_buckets.hpp"
 #include "trainer/distributed/imbalance.hpp"
 #include "trainer/gradient_reducer.hpp"
 
@@ -51,6 +56,7 @@ struct ReducerOptions {
   bool catch_up = true;              // partial: a rank behind skips the steps others already ran
   unsigned activation_delay_us = 0;  // partial: the activating post waits this long for others
   PartialScale scale = PartialScale::World;  // partial: a round's sum to the step's gradient
+  size_t bucket_bytes = 0;  // synchronous steps: allreduce in buckets during backward (0: after)
   ImbalanceModel imbalance;
 };
 
@@ -64,6 +70,7 @@ class CollectiveReducer : public GradientReducer {
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   Status broadcast_parameters(float *params, size_t count, MemoryKind memory) override;
+  void gradient_ready(float *grads, size_t offset, size_t count, int64_t step) override;
   Status reduce_gradients(float *grads, size_t count, MemoryKind memory, int64_t step,
                           ReduceInfo *info) override;
   int64_t steps_behind() override;
@@ -87,12 +94,20 @@ class CollectiveReducer : public GradientReducer {
   // Collective: gathers every rank's parameter checksum; *agree when all equal.
   Status check_replicas(uint32_t crc32, bool *agree);
 
+  // Allreduces the last bucketed step took (0: none yet), and the steps bucketed.
+  int64_t last_step_allreduces() const { return buckets_ ? buckets_->last_step_allreduces() : 0; }
+  int64_t bucketed_steps() const { return buckets_ ? buckets_->started_steps() : 0; }
   // Statistics over the run: histogram of fresh contributions per round.
   const std::vector<int64_t> &fresh_histogram() const { return fresh_histogram_; }
 
  private:
   CollectiveReducer() = default;
   Status ensure_partial(size_t count);
+  // Steps reduced with a plain (average) allreduce: sync, and the partial
+  // modes' first sync_epochs.
+  bool synchronous_step(int64_t step) const {
+    return options_.mode == "sync" || step < sync_steps_;
+  }
   // Where a partial round reads and leaves the gradient: grads itself, or the
   // host staging of device gradients (sized to count).
   float *round_buffer(float *grads, size_t count, MemoryKind memory);
@@ -109,6 +124,7 @@ class CollectiveReducer : public GradientReducer {
   int64_t sync_steps_ = 0;   // steps below this reduce with allreduce (sync_epochs)
   std::vector<float> host_;  // staging of device gradients for partial modes
   std::vector<int64_t> fresh_histogram_;
+  std::unique_ptr<GradientBuckets> buckets_;  // bucket_bytes > 0
 };
 
 }  // namespace quorum::trainer

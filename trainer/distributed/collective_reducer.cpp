@@ -190,6 +190,9 @@ Status CollectiveReducer::finish(double *drained_l1) {
 void CollectiveReducer::abandon() {
   if (partial_) quorum_partial_free(partial_);
   partial_ = nullptr;
+  // Buckets still in flight end (or fail) within the timeout; their handles
+  // must not outlive the communicator, which the caller finalizes next.
+  buckets_.reset();
 }
 
 Status CollectiveReducer::check_replicas(uint32_t crc32, bool *agree) {

@@ -6,11 +6,7 @@
 # Usage: cli_test.sh path/to/quorum-train
 set -u
 bin="$1"
-tmp=$(mktemp -d /tmp/quorum_cli_test_XXXXXX)
-trap 'rm -rf "$tmp"' EXIT
-failures=0
-
-fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+source "$(dirname "$0")/../support/checks.sh"
 
 # expect_error "description" "text in output" args...
 expect_error() {
@@ -67,8 +63,4 @@ want=$(grep '^done:' "$tmp/whole")
 got=$(grep '^done:' "$tmp/rest")
 [ -n "$want" ] && [ "$want" = "$got" ] || fail "resumed run ends with '$got', uninterrupted with '$want'"
 
-if [ $failures -ne 0 ]; then
-  echo "$failures failure(s)"
-  exit 1
-fi
-echo "all CLI checks passed"
+finish CLI

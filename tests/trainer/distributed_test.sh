@@ -14,10 +14,7 @@
 set -u
 run=$1
 train=$2
-tmp=$(mktemp -d /tmp/quorum_dist_test_XXXXXX)
-trap 'rm -rf "$tmp"' EXIT
-failures=0
-fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+source "$(dirname "$0")/../support/checks.sh"
 common=(--data synthetic --model fm-s --epochs 2 --lr 0.02 --seed 5 --max-staleness 4 --progress-every 0)
 
 param_sum() { grep -o 'params crc32 [0-9a-f]* sum [-0-9.e]*' "$1" | tail -1 | awk '{print $5}'; }
@@ -93,5 +90,4 @@ fi
   fail "diverging run: not every rank reported it: $(tail -8 "$tmp/diverge")"
 grep -qi "segmentation\|signal 11" "$tmp/diverge" && fail "diverging run crashed: $(tail -8 "$tmp/diverge")"
 
-[ $failures -eq 0 ] && echo "all distributed checks passed"
-exit $((failures > 0))
+finish distributed

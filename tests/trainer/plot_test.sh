@@ -13,10 +13,7 @@ set -u
 run=$1
 train=$2
 plot=$3
-tmp=$(mktemp -d /tmp/quorum_plot_test_XXXXXX)
-trap 'rm -rf "$tmp"' EXIT
-failures=0
-fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+source "$(dirname "$0")/../support/checks.sh"
 py=python3
 [ -x /usr/bin/python3 ] && py=/usr/bin/python3
 common=(--data synthetic --model fm-s --epochs 2 --batch 16 --seed 3 --progress-every 0
@@ -86,5 +83,4 @@ expect_error "no epoch" "run 1 has no epoch record" "$tmp/startonly.jsonl"
 expect_error "empty log" "$tmp/empty.jsonl: no start record" "$tmp/empty.jsonl"
 expect_error "too many labels" "3 labels for 1 runs" --label a --label b --label c "$tmp/b.jsonl"
 
-[ $failures -eq 0 ] && echo "all plot checks passed"
-exit $((failures > 0))
+finish plot

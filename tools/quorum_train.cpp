@@ -401,6 +401,31 @@ int main(int argc, char **argv) {
                      {"max_staleness", max_staleness},
                      {"bucket_kb", bucket_kb}});
   }
+  if (dist) {
+    // Ranks given different options would issue different collectives (or
+    // train different models): stop them all with the first difference.
+    std::vector<std::pair<std::string, std::string>> settings = {
+        {"model", cfg.model},
+        {"batch", std::to_string(cfg.batch)},
+        {"epochs", std::to_string(cfg.epochs)},
+        {"lr", fmt::format("{}", cfg.lr)},
+        {"lr_reference_batch", std::to_string(cfg.lr_reference_batch)},
+        {"warmup_epochs", fmt::format("{}", cfg.warmup_epochs)},
+        {"lr_decay", cfg.lr_decay},
+        {"momentum", fmt::format("{}", cfg.momentum)},
+        {"weight_decay", fmt::format("{}", cfg.weight_decay)},
+        {"seed", std::to_string(cfg.seed)},
+        {"max_steps", std::to_string(cfg.max_steps)},
+        {"train_limit", std::to_string(train_limit)},
+        {"test_limit", std::to_string(test_limit)}};
+    for (const auto &[key, value] : run_info.items()) settings.emplace_back(key, value.dump());
+    if (dist->check_same_settings(settings) != quorum::kOk) {
+      std::fprintf(stderr, "quorum-train: %s\n", quorum::last_error());
+      dist->abandon();
+      quorum_finalize(comm);
+      return 2;
+    }
+  }
   observer.set_run_info(std::move(run_info));
   qt::TrainResult result;
   // On failure the peers may be gone or stuck elsewhere: free the partial

@@ -11,6 +11,8 @@
 #     computes them all with --no-catch-up.
 #  5. A diverging majority run stops on every rank with a clear error (and the
 #     partial object, never destroyed on that path, is released at finalize).
+#  6. Ranks given different options stop before training, each naming the
+#     option.
 set -u
 run=$1
 train=$2
@@ -79,6 +81,17 @@ for catch in on off; do
   else
     [ "${skipped:-x}" = 0 ] || fail "catch-up off: the slow rank skipped ${skipped:-?} steps"
   fi
+done
+
+# Different options on one rank (here its batch, or its bucket size): every
+# rank stops before training with a message naming the option, no hang.
+for opt in batch bucket-kb; do
+  if "$run" -n 3 --timeout 120 -- bash -c "exec \"\$0\" \"\$@\" --$opt \$((16 + (QUORUM_RANK == 2)))" \
+    "$train" "${common[@]}" --reduce sync >"$tmp/differ_$opt" 2>&1; then
+    fail "--$opt differing on rank 2: exit status 0"
+  fi
+  [ "$(grep -c "quorum-train: .*different settings: '${opt/-/_}'.* differs on ranks 2" \
+    "$tmp/differ_$opt")" -eq 3 ] || fail "--$opt differing on rank 2: $(tail -6 "$tmp/differ_$opt")"
 done
 
 # Divergence: every rank reports it, quorum-run fails, nothing crashes.

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cmath>
 #include <thread>
+#include <utility>
 
 #include "runtime/clock.hpp"
 
@@ -193,6 +194,39 @@ void CollectiveReducer::abandon() {
   // Buckets still in flight end (or fail) within the timeout; their handles
   // must not outlive the communicator, which the caller finalizes next.
   buckets_.reset();
+}
+
+Status CollectiveReducer::check_same_settings(
+    const std::vector<std::pair<std::string, std::string>> &settings) {
+  // FNV-1a of each value: the same on every process, whatever its libc.
+  auto hash = [](const std::string &text) {
+    uint64_t h = 1469598103934665603ull;
+    for (unsigned char c : text) h = (h ^ c) * 1099511628211ull;
+    return h;
+  };
+  const size_t n = settings.size() + 1;
+  std::vector<uint64_t> mine(n), all(n * static_cast<size_t>(size_));
+  mine[0] = n;  // a rank with other settings names (another build) differs here
+  for (size_t i = 1; i < n; ++i)
+    mine[i] = hash(settings[i - 1].first + "=" + settings[i - 1].second);
+  quorum_status_t s = quorum_allgather(comm_, mine.data(), all.data(), n * sizeof(uint64_t));
+  if (s != QUORUM_OK) return api_error(s, "gathering the ranks' settings");
+  for (size_t i = 0; i < n; ++i) {
+    std::string same, other;
+    for (int r = 0; r < size_; ++r) {
+      std::string &list = all[static_cast<size_t>(r) * n + i] == all[i] ? same : other;
+      list += fmt::format("{}{}", list.empty() ? "" : ", ", r);
+    }
+    if (other.empty()) continue;
+    const std::string what =
+        i == 0 ? std::string("the list of settings (different builds?)")
+               : fmt::format("'{}' (here {})", settings[i - 1].first, settings[i - 1].second);
+    return fail(QUORUM_ERR_INVALID_ARG, "reducer",
+                "the ranks were given different settings: {} is the same as rank 0's on ranks "
+                "{} and differs on ranks {}; every rank needs the same training options",
+                what, same, other);
+  }
+  return kOk;
 }
 
 Status CollectiveReducer::check_replicas(uint32_t crc32, bool *agree) {

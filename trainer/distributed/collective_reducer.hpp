@@ -93,6 +93,11 @@ class CollectiveReducer : public GradientReducer {
   void abandon();
   // Collective: gathers every rank's parameter checksum; *agree when all equal.
   Status check_replicas(uint32_t crc32, bool *agree);
+  // Collective, before training: every rank must run with the same settings
+  // (name, value as text; the same names in the same order everywhere), or
+  // the ranks would issue different collectives. INVALID_ARG on every rank
+  // names the first setting that differs and which ranks have rank 0's value.
+  Status check_same_settings(const std::vector<std::pair<std::string, std::string>> &settings);
 
   // Allreduces the last bucketed step took (0: none yet), and the steps bucketed.
   int64_t last_step_allreduces() const { return buckets_ ? buckets_->last_step_allreduces() : 0; }

@@ -40,6 +40,22 @@ std::string format_duration(double s) {
   return fmt::format("{}s", t);
 }
 
+// The training recipe: what every rank must share, and what the JSON start
+// record gives of the configuration.
+json recipe_of(const qt::TrainConfig &c) {
+  return json{{"model", c.model},
+              {"batch", c.batch},
+              {"epochs", c.epochs},
+              {"lr", c.lr},
+              {"lr_reference_batch", c.lr_reference_batch},
+              {"warmup_epochs", c.warmup_epochs},
+              {"lr_decay", c.lr_decay},
+              {"momentum", c.momentum},
+              {"weight_decay", c.weight_decay},
+              {"seed", c.seed},
+              {"max_steps", c.max_steps}};
+}
+
 // Progress on stderr (a rewritten line on a TTY), reports on stdout, JSON lines to --log.
 class ConsoleObserver : public qt::TrainObserver {
  public:
@@ -68,13 +84,11 @@ class ConsoleObserver : public qt::TrainObserver {
                 start_step > 0 ? fmt::format(", resumed at step {}", start_step).c_str() : "");
     std::fflush(stdout);
     if (log_) {
-      json start{{"event", "start"},        {"model", c.model},
-                 {"parameters", params},    {"batch", c.batch},
-                 {"epochs", c.epochs},      {"lr", c.lr},
-                 {"lr_decay", c.lr_decay},  {"warmup_epochs", c.warmup_epochs},
-                 {"momentum", c.momentum},  {"weight_decay", c.weight_decay},
-                 {"seed", c.seed},          {"steps_per_epoch", steps_per_epoch},
+      json start{{"event", "start"},
+                 {"parameters", params},
+                 {"steps_per_epoch", steps_per_epoch},
                  {"start_step", start_step}};
+      start.update(recipe_of(c));
       start.update(run_info_);
       *log_ << start.dump() << "\n";
     }
@@ -385,7 +399,8 @@ int main(int argc, char **argv) {
                            log_every);
   qt::LocalGradientReducer local;
   qt::GradientReducer *reducer = &local;
-  json run_info{{"ranks", 1}, {"reduce", "local"}, {"backend", backend_name}, {"data", data_name}};
+  json run_info{{"ranks", 1},        {"reduce", "local"},          {"backend", backend_name},
+                {"data", data_name}, {"train_limit", train_limit}, {"test_limit", test_limit}};
   if (dist) {
     dist->set_backend(backend.get());
     reducer = dist.get();
@@ -404,21 +419,10 @@ int main(int argc, char **argv) {
   if (dist) {
     // Ranks given different options would issue different collectives (or
     // train different models): stop them all with the first difference.
-    std::vector<std::pair<std::string, std::string>> settings = {
-        {"model", cfg.model},
-        {"batch", std::to_string(cfg.batch)},
-        {"epochs", std::to_string(cfg.epochs)},
-        {"lr", fmt::format("{}", cfg.lr)},
-        {"lr_reference_batch", std::to_string(cfg.lr_reference_batch)},
-        {"warmup_epochs", fmt::format("{}", cfg.warmup_epochs)},
-        {"lr_decay", cfg.lr_decay},
-        {"momentum", fmt::format("{}", cfg.momentum)},
-        {"weight_decay", fmt::format("{}", cfg.weight_decay)},
-        {"seed", std::to_string(cfg.seed)},
-        {"max_steps", std::to_string(cfg.max_steps)},
-        {"train_limit", std::to_string(train_limit)},
-        {"test_limit", std::to_string(test_limit)}};
-    for (const auto &[key, value] : run_info.items()) settings.emplace_back(key, value.dump());
+    json shared = recipe_of(cfg);
+    shared.update(run_info);
+    std::vector<std::pair<std::string, std::string>> settings;
+    for (const auto &[key, value] : shared.items()) settings.emplace_back(key, value.dump());
     if (dist->check_same_settings(settings) != quorum::kOk) {
       std::fprintf(stderr, "quorum-train: %s\n", quorum::last_error());
       dist->abandon();

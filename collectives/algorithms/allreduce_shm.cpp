@@ -483,8 +483,8 @@ class ShmAllreduceTask : public Task {
   // (the identity when none contributes), then copied to every rank's receive
   // buffer (safe in place: only this rank touches the slice).
   void reduce_zero_copy() {
-    const int me = ch_->rank(), p = ch_->size();
-    auto slice = patterns::block(count_, p, me, patterns::align_elements(64, es_));
+    const int p = ch_->size();
+    auto slice = own_slice(count_);
     constexpr size_t kBlockBytes = 32 * 1024;
     const size_t block = std::max<size_t>(1, kBlockBytes / es_);
     std::unique_ptr<uint8_t[]> tmp(new uint8_t[block * es_]);

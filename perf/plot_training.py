@@ -1,17 +1,20 @@
 #!/usr/bin/env python3
 """plot_training.py: draws training runs logged by `quorum-train --log FILE`.
 
-    perf/plot_training.py [-o OUT.png] [--target ACC] [--label NAME]... LOG...
-    perf/plot_training.py --summary LOG...
+    perf/plot_training.py [-o OUT.png] [--target ACC] [--smooth N] [--label NAME]... LOG...
+    perf/plot_training.py --summary [--target ACC] LOG...
 
-Left: training loss against training time (the step records as a line, each
-epoch's mean as a marker). Right: test accuracy after each epoch against
-training time, with an optional dashed line at --target (percent). Training
-time leaves the evaluations out, as the summary line's train_seconds does.
+Left: training loss against training time (the step records as a line, the
+mean of each N with --smooth N; each epoch's mean as a marker). Right: test
+accuracy at each evaluation (epoch ends, and inside epochs with
+--evals-per-epoch) against training time, with an optional dashed line at
+--target (percent). Training time leaves the evaluations out, as the summary
+line's train_seconds does.
 A log holding several runs (--log appends) is split at each start record.
 Each run is labelled from its start record (reduction, ranks, options) unless
 --label names it (once per run, in order). --summary prints one line per run
-instead of drawing (no matplotlib needed). Default OUT: the first log's name
+instead of drawing (no matplotlib needed), with when it first reached
+--target if given. Default OUT: the first log's name
 with .png."""
 import argparse
 import json
@@ -23,7 +26,7 @@ def fail(message):
 
 
 def read_runs(path):
-    """The runs of one log: dicts with start, steps and epochs."""
+    """The runs of one log: dicts with start, steps, evals and epochs."""
     try:
         lines = open(path, encoding="utf-8").read().splitlines()
     except OSError as e:
@@ -37,16 +40,20 @@ def read_runs(path):
         except json.JSONDecodeError as e:
             fail(f"{path}:{number}: not JSON ({e.msg}): {line[:60]}")
         event = record.get("event") if isinstance(record, dict) else None
-        if event not in ("start", "step", "epoch"):
-            fail(f"{path}:{number}: not a quorum-train record (no event start, step or epoch)")
+        if event not in ("start", "step", "eval", "epoch"):
+            fail(f"{path}:{number}: not a quorum-train record "
+                 "(no event start, step, eval or epoch)")
         if event == "start":
-            runs.append({"start": record, "steps": [], "epochs": []})
+            runs.append({"start": record, "steps": [], "evals": [], "epochs": []})
             continue
         if not runs:
             fail(f"{path}:{number}: a {event} record before any start record")
         try:
             if event == "step":
                 runs[-1]["steps"].append((float(record["train_seconds"]), float(record["loss"])))
+            elif event == "eval":
+                runs[-1]["evals"].append((float(record["train_seconds"]),
+                                          100 * float(record["test_accuracy"])))
             else:
                 runs[-1]["epochs"].append((float(record["train_seconds"]),
                                            float(record["train_loss"]),
@@ -58,7 +65,16 @@ def read_runs(path):
     for i, run in enumerate(runs, 1):
         if not run["epochs"]:
             fail(f"{path}: run {i} has no epoch record (stopped before its first epoch ended?)")
+    for run in runs:
+        # Every evaluation, in time order: (training seconds, test accuracy %).
+        run["accuracy"] = sorted(run["evals"] + [(e[0], e[2]) for e in run["epochs"]])
     return runs
+
+
+def smoothed(points, n):
+    """Means of each n consecutive (x, y) points (the last group may be shorter)."""
+    groups = [points[i:i + n] for i in range(0, len(points), n)]
+    return [(sum(p[0] for p in g) / len(g), sum(p[1] for p in g) / len(g)) for g in groups]
 
 
 def describe(start):
@@ -81,9 +97,13 @@ def main():
     parser.add_argument("logs", nargs="+", metavar="LOG")
     parser.add_argument("-o", "--output")
     parser.add_argument("--target", type=float, help="draw this test accuracy (percent)")
+    parser.add_argument("--smooth", type=int, default=1, metavar="N",
+                        help="draw the mean of each N step losses")
     parser.add_argument("--label", action="append", default=[], help="name of the next run")
     parser.add_argument("--summary", action="store_true", help="print the runs, draw nothing")
     args = parser.parse_args()
+    if args.smooth < 1:
+        fail(f"--smooth {args.smooth}: give 1 or more step records per point")
 
     runs = [run for path in args.logs for run in read_runs(path)]
     if len(args.label) > len(runs):
@@ -94,9 +114,14 @@ def main():
     if args.summary:
         for run in runs:
             seconds, _, accuracy = run["epochs"][-1]
-            best = max(e[2] for e in run["epochs"])
-            print(f"{run['label']}: {len(run['epochs'])} epochs, {seconds:.2f} s, "
-                  f"test accuracy {accuracy:.2f}% (best {best:.2f}%)")
+            best = max(a for _, a in run["accuracy"])
+            line = (f"{run['label']}: {len(run['epochs'])} epochs, {seconds:.2f} s, "
+                    f"test accuracy {accuracy:.2f}% (best {best:.2f}%)")
+            if args.target is not None:
+                reach = next((t for t, a in run["accuracy"] if a >= args.target), None)
+                line += (f", {args.target:g}% at {reach:.2f} s" if reach is not None
+                         else f", never {args.target:g}%")
+            print(line)
         return 0
 
     try:
@@ -112,21 +137,23 @@ def main():
         epochs = run["epochs"]
         line = None
         if run["steps"]:
-            line, = loss_ax.plot(*zip(*run["steps"]), linewidth=1, alpha=0.8)
+            line, = loss_ax.plot(*zip(*smoothed(run["steps"], args.smooth)), linewidth=1,
+                                 alpha=0.8)
         color = line.get_color() if line else None
         loss_ax.plot([e[0] for e in epochs], [e[1] for e in epochs], "o", color=color,
                      markersize=4, label=None if line else run["label"])
         if line:
             line.set_label(run["label"])
-        acc_ax.plot([e[0] for e in epochs], [e[2] for e in epochs], "o-", color=color,
-                    markersize=4, label=run["label"])
+        acc_ax.plot(*zip(*run["accuracy"]), "o-", color=color, markersize=4 if
+                    len(run["accuracy"]) == len(epochs) else 2, label=run["label"])
     if args.target is not None:
         acc_ax.axhline(args.target, color="gray", linestyle="--", linewidth=1,
                        label=f"target {args.target:g}%")
     loss_ax.set(xlabel="training time (s)", ylabel="training loss", yscale="log",
-                title="training loss (steps; markers: epoch means)")
+                title="training loss (steps" + (f", means of {args.smooth}" if args.smooth > 1
+                                                else "") + "; markers: epoch means)")
     acc_ax.set(xlabel="training time (s)", ylabel="test accuracy (%)",
-               title="test accuracy after each epoch")
+               title="test accuracy at each evaluation")
     for ax in (loss_ax, acc_ax):
         ax.grid(True, alpha=0.3)
         ax.legend(fontsize=8)

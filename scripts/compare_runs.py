@@ -5,7 +5,8 @@ Usage: compare_runs.py DIR LABEL [LABEL ...]
 Each DIR/LABEL holds one run's output. The first label is the baseline (the
 synchronous run): the table gives each run's training time, final test
 accuracy, speedup over the baseline's time, and when (training seconds, at an
-epoch end) it first reached the baseline's final accuracy less 0.5 points, with
+evaluation: each epoch's end, and inside epochs with --evals-per-epoch) it
+first reached the baseline's final accuracy less 0.5 points, with
 the ratio of the baseline's time to that.
 """
 import sys

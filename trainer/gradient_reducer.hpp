@@ -53,6 +53,9 @@ class GradientReducer {
                            int64_t /*step*/, ReduceInfo * /*info*/) {
     return fail(QUORUM_ERR_INTERNAL, "reducer", "skip_step on a reducer that is never behind");
   }
+  // Adds `n` doubles over the ranks, in place: every rank gets the sums (a
+  // blocking collective, for the split test-set evaluation).
+  virtual Status sum_over_ranks(double *values, size_t n) = 0;
   // A short name for logs ("local", "sync", "solo", "majority").
   virtual const char *name() const = 0;
   // Called once before the first step with the run's steps per epoch (for
@@ -70,6 +73,7 @@ class LocalGradientReducer : public GradientReducer {
     if (info != nullptr) *info = ReduceInfo{};
     return kOk;
   }
+  Status sum_over_ranks(double *, size_t) override { return kOk; }
   const char *name() const override { return "local"; }
 };
 

@@ -10,6 +10,7 @@
 #include <ctime>
 
 #include "trainer/checkpoint.hpp"
+#include "trainer/evaluation.hpp"
 #include "trainer/lr_schedule.hpp"
 #include "trainer/model.hpp"
 
@@ -35,26 +36,13 @@ struct HostBatch {
   std::vector<int32_t> labels;
 };
 
-Status evaluate(Model<float> &model, const Dataset &test, HostBatch &hb, double *loss,
-                double *accuracy) {
-  const int b = model.max_batch();
-  std::vector<uint32_t> idx(static_cast<size_t>(b));
-  double loss_sum = 0;
-  int64_t correct = 0;
-  for (size_t start = 0; start < test.count; start += size_t(b)) {
-    int n = int(std::min<size_t>(size_t(b), test.count - start));
-    for (int i = 0; i < n; ++i) idx[i] = uint32_t(start + size_t(i));
-    assemble_batch(test, idx.data(), n, hb.images.data(), hb.labels.data());
-    model.load_batch(n, hb.images.data(), hb.labels.data());
-    double l = 0;
-    int64_t c = 0;
-    model.evaluate(n, &l, &c);
-    loss_sum += l * n;
-    correct += c;
-  }
-  *loss = test.count ? loss_sum / double(test.count) : 0.0;
-  *accuracy = test.count ? double(correct) / double(test.count) : 0.0;
-  return kOk;
+// Whether the step that ends with `step_in_epoch` steps done is one of the
+// evaluations inside an epoch: evals_per_epoch - 1 of them, evenly spaced (the
+// last evaluation is at the epoch's end).
+bool evaluates_after(int64_t step_in_epoch, int64_t steps_per_epoch, int evals_per_epoch) {
+  if (evals_per_epoch <= 1 || step_in_epoch >= steps_per_epoch) return false;
+  return step_in_epoch * evals_per_epoch / steps_per_epoch !=
+         (step_in_epoch - 1) * evals_per_epoch / steps_per_epoch;
 }
 }  // namespace
 
@@ -71,10 +59,12 @@ double params_sum(const std::vector<float> &params) {
 
 Status train(const TrainConfig &cfg, Backend *backend, const DataSplit &data,
              GradientReducer *reducer, TrainObserver *observer, TrainResult *result) {
-  if (cfg.batch <= 0 || cfg.epochs < 0 || cfg.lr <= 0 || cfg.momentum < 0 || cfg.weight_decay < 0)
+  if (cfg.batch <= 0 || cfg.epochs < 0 || cfg.lr <= 0 || cfg.momentum < 0 || cfg.weight_decay < 0 ||
+      cfg.evals_per_epoch < 1)
     return fail(QUORUM_ERR_INVALID_ARG, kSub,
-                "bad hyper-parameters: batch {} epochs {} lr {} momentum {} weight decay {}",
-                cfg.batch, cfg.epochs, cfg.lr, cfg.momentum, cfg.weight_decay);
+                "bad hyper-parameters: batch {} epochs {} lr {} momentum {} weight decay {} "
+                "evaluations per epoch {}",
+                cfg.batch, cfg.epochs, cfg.lr, cfg.momentum, cfg.weight_decay, cfg.evals_per_epoch);
   ModelSpec spec;
   QUORUM_CHECK(find_model(cfg.model, &spec));
   const Dataset &tr = data.train;
@@ -154,6 +144,8 @@ Status train(const TrainConfig &cfg, Backend *backend, const DataSplit &data,
     EpochReport rep;
     rep.epoch = st.epoch;
     const auto epoch_start = Clock::now();
+    double eval_seconds = 0, eval_cpu_seconds = 0;  // this epoch's evaluations (not training)
+    auto training_seconds = [&] { return since(epoch_start) - eval_seconds; };
     const double cpu_start = process_cpu_seconds();
     int64_t images_this_run = 0;
     double contributors_sum = 0;
@@ -224,7 +216,7 @@ Status train(const TrainConfig &cfg, Backend *backend, const DataSplit &data,
         p.epoch = st.epoch, p.step_in_epoch = st.step_in_epoch;
         p.steps_per_epoch = steps_per_epoch, p.global_step = st.global_step;
         p.total_steps = total_steps, p.loss = loss, p.lr = step.lr;
-        const double elapsed = since(epoch_start);
+        const double elapsed = training_seconds();
         p.images_per_s = elapsed > 0 ? double(images_this_run) / elapsed : 0;
         p.epoch_seconds = elapsed;
         const double run_elapsed = since(run_start);
@@ -232,12 +224,26 @@ Status train(const TrainConfig &cfg, Backend *backend, const DataSplit &data,
         p.eta_s = per_step * double(total_steps - st.global_step);
         observer->on_step(p);
       }
+      if (evaluates_after(st.step_in_epoch, steps_per_epoch, cfg.evals_per_epoch)) {
+        EvalReport ev;
+        ev.epoch = st.epoch, ev.step_in_epoch = st.step_in_epoch;
+        ev.global_step = st.global_step, ev.epoch_seconds = training_seconds();
+        const auto eval_start = Clock::now();
+        const double eval_cpu_start = process_cpu_seconds();
+        Evaluation e;
+        QUORUM_CHECK(evaluate_test_set(*model, data.test, reducer, &e));
+        ev.test_loss = e.loss, ev.test_accuracy = e.accuracy;
+        ev.eval_seconds = since(eval_start);
+        eval_seconds += ev.eval_seconds;
+        eval_cpu_seconds += process_cpu_seconds() - eval_cpu_start;
+        if (observer) observer->on_eval(ev);
+      }
       if (cfg.checkpoint_every > 0 && st.global_step % cfg.checkpoint_every == 0 &&
           st.step_in_epoch < steps_per_epoch)
         QUORUM_CHECK(save());
     }
-    rep.seconds = since(epoch_start);
-    rep.cpu_seconds = process_cpu_seconds() - cpu_start;
+    rep.seconds = training_seconds();
+    rep.cpu_seconds = process_cpu_seconds() - cpu_start - eval_cpu_seconds;
     rep.images_per_cpu_s = rep.cpu_seconds > 0 ? double(images_this_run) / rep.cpu_seconds : 0;
     rep.images_per_s = rep.times.total() > 0 ? double(images_this_run) / rep.times.total() : 0;
     rep.complete = st.step_in_epoch == steps_per_epoch;
@@ -246,8 +252,10 @@ Status train(const TrainConfig &cfg, Backend *backend, const DataSplit &data,
     rep.train_loss = st.epoch_images ? st.epoch_loss_sum / double(st.epoch_images) : 0;
     rep.train_accuracy = st.epoch_images ? double(st.epoch_correct) / double(st.epoch_images) : 0;
     const auto eval_start = Clock::now();
-    QUORUM_CHECK(evaluate(*model, data.test, hb, &rep.test_loss, &rep.test_accuracy));
-    rep.eval_seconds = since(eval_start);
+    Evaluation e;
+    QUORUM_CHECK(evaluate_test_set(*model, data.test, reducer, &e));
+    rep.test_loss = e.loss, rep.test_accuracy = e.accuracy;
+    rep.eval_seconds = eval_seconds + since(eval_start);
     model->read_params(&result->params);
     rep.param_crc32 = params_crc32(result->params);
     rep.param_sum = params_sum(result->params);

@@ -30,6 +30,7 @@ struct TrainConfig {
   int64_t max_steps = -1;        // stop at this global step (-1: run all epochs)
   std::string checkpoint_path;   // "" = none; written at epoch ends and at a stop
   int64_t checkpoint_every = 0;  // also every N steps (0 = off)
+  int evals_per_epoch = 1;       // test evaluations per epoch, evenly spaced, the last at its end
   std::string resume_path;       // "" = start fresh
 };
 
@@ -55,7 +56,8 @@ struct EpochReport {
   bool complete = true;                       // false when max_steps stopped it
   double train_loss = 0, train_accuracy = 0;  // over the whole epoch's steps
   double test_loss = 0, test_accuracy = 0;
-  double images_per_s = 0, seconds = 0, eval_seconds = 0;
+  double images_per_s = 0, seconds = 0;
+  double eval_seconds = 0;  // all of the epoch's test evaluations (seconds leaves them out)
   // Process CPU time of the training steps, and images per CPU second: the
   // steadier speed figure on a shared machine (one compute thread per rank).
   double cpu_seconds = 0, images_per_cpu_s = 0;
@@ -69,12 +71,22 @@ struct EpochReport {
   double lr = 0;
 };
 
+// A test evaluation inside an epoch (--evals-per-epoch above 1); the one at
+// the epoch's end is in its EpochReport.
+struct EvalReport {
+  int64_t epoch = 0, step_in_epoch = 0, global_step = 0;
+  double epoch_seconds = 0;  // training time since the epoch's first step (evaluations not in it)
+  double test_loss = 0, test_accuracy = 0;
+  double eval_seconds = 0;
+};
+
 class TrainObserver {
  public:
   virtual ~TrainObserver() = default;
   virtual void on_start(const TrainConfig &, size_t /*param_count*/, int64_t /*steps_per_epoch*/,
                         int64_t /*start_step*/) {}
   virtual void on_step(const StepProgress &) {}
+  virtual void on_eval(const EvalReport &) {}
   virtual void on_epoch(const EpochReport &) {}
 };
 

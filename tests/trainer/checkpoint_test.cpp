@@ -220,7 +220,16 @@ class RecordingReducer : public GradientReducer {
   void gradient_ready(float *, size_t offset, size_t count, int64_t step) override {
     if (step == 0) ready.emplace_back(offset, count);
   }
+  // One rank: the sums stay; records {loss sum, correct, examples} of each call.
+  Status sum_over_ranks(double *values, size_t n) override {
+    sums.emplace_back(values, values + n);
+    if (fail_sum_at == int64_t(sums.size()))
+      return fail(QUORUM_ERR_TIMEOUT, "test", "injected at evaluation {}", sums.size());
+    return kOk;
+  }
   const char *name() const override { return "recording"; }
+  std::vector<std::vector<double>> sums;
+  int64_t fail_sum_at = -1;
   std::vector<std::pair<size_t, size_t>> ready;  // of step 0
   int broadcasts = 0;
   size_t broadcast_count = 0;
@@ -252,6 +261,63 @@ TEST_F(Training, ReducerSeesEveryStepOnce) {
   failing.fail_at = 5;
   EXPECT_EQ(train(c, be.get(), data_, &failing, nullptr, &r), QUORUM_ERR_PEER_FAILED);
   EXPECT_EQ(failing.steps.size(), 6u);
+}
+
+// Records the evaluations inside epochs.
+struct EvalRecorder : TrainObserver {
+  void on_eval(const EvalReport &e) override { evals.push_back(e); }
+  void on_epoch(const EpochReport &r) override { epochs.push_back(r); }
+  std::vector<EvalReport> evals;
+  std::vector<EpochReport> epochs;
+};
+
+TEST_F(Training, EvaluatesInsideEpochsWithoutChangingTheRun) {
+  std::unique_ptr<Backend> be;
+  ASSERT_EQ(make_backend("cpu", BackendOptions{}, &be), kOk);
+  TrainConfig c = cfg_;
+  c.evals_per_epoch = 4;  // after steps 4, 8 and 12 of 16, and at the end
+  RecordingReducer reducer;
+  EvalRecorder seen;
+  TrainResult r;
+  ASSERT_EQ(train(c, be.get(), data_, &reducer, &seen, &r), kOk) << last_error();
+  ASSERT_EQ(seen.evals.size(), 9u);
+  ASSERT_EQ(seen.epochs.size(), 3u);
+  for (size_t i = 0; i < seen.evals.size(); ++i) {
+    const EvalReport &e = seen.evals[i];
+    EXPECT_EQ(e.epoch, int64_t(i / 3));
+    EXPECT_EQ(e.step_in_epoch, int64_t(4 * (i % 3 + 1)));
+    EXPECT_EQ(e.global_step, e.epoch * 16 + e.step_in_epoch);
+    EXPECT_GE(e.test_accuracy, 0.0);
+    EXPECT_LE(e.test_accuracy, 1.0);
+    EXPECT_GT(e.test_loss, 0.0);
+    EXPECT_GT(e.eval_seconds, 0.0);
+    if (i % 3 > 0) {
+      EXPECT_GT(e.epoch_seconds, seen.evals[i - 1].epoch_seconds);
+    }
+  }
+  for (const EpochReport &ep : seen.epochs) {
+    EXPECT_GT(ep.eval_seconds, seen.evals[size_t(3 * ep.epoch + 2)].eval_seconds);
+    EXPECT_GT(ep.seconds, seen.evals[size_t(3 * ep.epoch + 2)].epoch_seconds);
+  }
+  // Every evaluation (9 inside, 3 at the ends) adds its sums once, over the
+  // whole test set, and the accuracy is the one the sums give.
+  ASSERT_EQ(reducer.sums.size(), 12u);
+  for (const auto &sum : reducer.sums) {
+    ASSERT_EQ(sum.size(), 3u);
+    EXPECT_EQ(sum[2], double(data_.test.count));
+  }
+  EXPECT_DOUBLE_EQ(r.last.test_accuracy, reducer.sums.back()[1] / double(data_.test.count));
+  // The evaluations leave the training as it was, bit for bit.
+  const TrainResult plain = run(cfg_);
+  EXPECT_EQ(r.params, plain.params);
+  EXPECT_DOUBLE_EQ(r.last.test_accuracy, plain.last.test_accuracy);
+  // A failing evaluation fails the run with its error.
+  RecordingReducer failing;
+  failing.fail_sum_at = 2;
+  EXPECT_EQ(train(c, be.get(), data_, &failing, nullptr, &r), QUORUM_ERR_TIMEOUT);
+  EXPECT_NE(std::string(last_error()).find("evaluation 2"), std::string::npos) << last_error();
+  c.evals_per_epoch = 0;
+  EXPECT_EQ(train(c, be.get(), data_, &reducer, nullptr, &r), QUORUM_ERR_INVALID_ARG);
 }
 
 TEST_F(Training, RejectsModelAndDataMismatch) {

@@ -6,6 +6,9 @@
 #     average of 2 floats does not depend on how the gradient is cut).
 #  2. sync, solo and majority with injected imbalance keep replicas bitwise
 #     identical every epoch (quorum-train compares checksums; exit 3 if not).
+#     With --evals-per-epoch 3 the ranks score the test set (split among them)
+#     twice inside each epoch too: 6 points on the summary's curve, in order,
+#     and 4 "eval" records in the JSON log.
 #  3. --sync-epochs makes a partial run synchronous through its first epochs.
 #  4. A rank that falls behind skips the steps the others ran (catch-up), or
 #     computes them all with --no-catch-up.
@@ -44,8 +47,15 @@ echo "parameter sum: 2 ranks x 16 in ${n:-?} buckets = $c"
 for mode in sync solo majority; do
   for np in 2 3; do
     "$run" -n $np --timeout 300 -- "$train" "${common[@]}" --batch 16 --reduce $mode \
-      --imbalance paper:3:1 >"$tmp/$mode$np" 2>&1 || fail "$mode on $np ranks: $(tail -5 "$tmp/$mode$np")"
+      --imbalance paper:3:1 --evals-per-epoch 3 --log "$tmp/$mode$np.jsonl" >"$tmp/$mode$np" 2>&1 ||
+      fail "$mode on $np ranks: $(tail -5 "$tmp/$mode$np")"
     grep -q "replicas=agree" "$tmp/$mode$np" || fail "$mode on $np ranks: no replicas=agree"
+    curve=$(grep -o 'curve=[^ ]*' "$tmp/$mode$np" | cut -d= -f2)
+    python3 -c "import sys; t = [float(p.split('s:')[0]) for p in '$curve'.split(',')]
+sys.exit(0 if len(t) == 6 and t == sorted(t) and t[0] > 0 else 1)" ||
+      fail "$mode on $np ranks, 3 evaluations per epoch: curve '$curve'"
+    [ "$(grep -c '"event":"eval"' "$tmp/$mode$np.jsonl")" -eq 4 ] ||
+      fail "$mode on $np ranks: not 4 eval records in the log"
     # Late gradients are reported with their lateness (none under sync).
     late=$(grep -o 'carried [0-9]* ([0-9.]* steps late)' "$tmp/$mode$np" | head -1)
     [ -n "$late" ] || fail "$mode on $np ranks: no 'carried N (X steps late)' in the epoch line"

@@ -5,8 +5,10 @@
 #     and epoch records carry the training time, whose last value is the
 #     summary line's train_seconds.
 #  2. --summary lists every run of every log (a log --log appended to twice
-#     holds two), labelled from its start record or by --label.
-#  3. It draws a PNG (with Debian's python3-matplotlib).
+#     holds two), labelled from its start record or by --label; with --target,
+#     when each first reached it, counting the evaluations inside epochs
+#     (--evals-per-epoch).
+#  3. It draws a PNG (with Debian's python3-matplotlib), also with --smooth.
 #  4. Unreadable, malformed or incomplete logs and too many labels fail with
 #     a message naming the file (and line).
 set -u
@@ -23,7 +25,7 @@ common=(--data synthetic --model fm-s --epochs 2 --batch 16 --seed 3 --progress-
 "$run" -n 2 --timeout 300 -- "$train" "${common[@]}" --reduce solo --drop-late \
   --partial-scale sqrt --log "$tmp/a.jsonl" >"$tmp/solo" 2>&1 || fail "solo: $(tail -5 "$tmp/solo")"
 "$run" -n 2 --timeout 300 -- "$train" "${common[@]}" --reduce sync --log "$tmp/b.jsonl" \
-  >"$tmp/sync" 2>&1 || fail "sync: $(tail -5 "$tmp/sync")"
+  --evals-per-epoch 2 >"$tmp/sync" 2>&1 || fail "sync: $(tail -5 "$tmp/sync")"
 
 # 1. Records.
 "$py" - "$tmp/a.jsonl" "$tmp/solo" <<'PY' || fail "log records"
@@ -52,10 +54,21 @@ grep -q "^solo, 2 ranks, drop, sqrt, 2 ep:" "$tmp/summary" || fail "no solo run:
 grep -q "^sync, 2 ranks, 2 ep:" "$tmp/summary" || fail "no sync run: $(cat "$tmp/summary")"
 "$py" "$plot" --summary --label one --label two "$tmp/a.jsonl" >"$tmp/labels" 2>&1
 grep -q "^two: 2 epochs" "$tmp/labels" || fail "--label: $(cat "$tmp/labels")"
+# Any accuracy is reached at the first evaluation: in the sync run, the one
+# half-way through epoch 1 (its first eval record); 101% never.
+"$py" "$plot" --summary --target 0 "$tmp/b.jsonl" >"$tmp/target" 2>&1
+first=$("$py" -c "import json, sys
+print('%.2f' % next(r['train_seconds'] for r in map(json.loads, open(sys.argv[1]))
+                    if r['event'] == 'eval'))" "$tmp/b.jsonl")
+grep -q "^sync, 2 ranks, 2 ep: .*, 0% at $first s\$" "$tmp/target" ||
+  fail "--target 0: not at the first evaluation ($first s): $(cat "$tmp/target")"
+"$py" "$plot" --summary --target 101 "$tmp/b.jsonl" >"$tmp/target" 2>&1
+grep -q "never 101%" "$tmp/target" || fail "--target 101: $(cat "$tmp/target")"
 
 # 3. Drawing.
 if "$py" -c "import matplotlib" 2>/dev/null; then
-  "$py" "$plot" -o "$tmp/runs.png" --target 90 "$tmp/a.jsonl" "$tmp/b.jsonl" >"$tmp/draw" 2>&1 ||
+  "$py" "$plot" -o "$tmp/runs.png" --target 90 --smooth 3 "$tmp/a.jsonl" "$tmp/b.jsonl" \
+    >"$tmp/draw" 2>&1 ||
     fail "drawing: $(cat "$tmp/draw")"
   [ "$(head -c 4 "$tmp/runs.png" 2>/dev/null | tail -c 3)" = "PNG" ] || fail "no PNG written"
 else
@@ -82,5 +95,6 @@ expect_error "no epoch" "run 1 has no epoch record" "$tmp/startonly.jsonl"
 : >"$tmp/empty.jsonl"
 expect_error "empty log" "$tmp/empty.jsonl: no start record" "$tmp/empty.jsonl"
 expect_error "too many labels" "3 labels for 1 runs" --label a --label b --label c "$tmp/b.jsonl"
+expect_error "--smooth 0" "--smooth 0: give 1 or more" --smooth 0 "$tmp/b.jsonl"
 
 finish plot

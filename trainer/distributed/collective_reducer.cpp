@@ -229,6 +229,13 @@ Status CollectiveReducer::check_same_settings(
   return kOk;
 }
 
+Status CollectiveReducer::sum_over_ranks(double *values, size_t n) {
+  quorum_status_t s =
+      quorum_allreduce(comm_, QUORUM_IN_PLACE, values, n, QUORUM_FLOAT64, QUORUM_SUM);
+  if (s != QUORUM_OK) return api_error(s, "adding up the test-set evaluation");
+  return kOk;
+}
+
 Status CollectiveReducer::check_replicas(uint32_t crc32, bool *agree) {
   std::vector<uint32_t> all(static_cast<size_t>(size_));
   quorum_status_t s = quorum_allgather(comm_, &crc32, all.data(), sizeof(crc32));

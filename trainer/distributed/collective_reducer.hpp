@@ -76,6 +76,7 @@ class CollectiveReducer : public GradientReducer {
   int64_t steps_behind() override;
   Status skip_step(float *grads, size_t count, MemoryKind memory, int64_t step,
                    ReduceInfo *info) override;
+  Status sum_over_ranks(double *values, size_t n) override;
   const char *name() const override { return options_.mode.c_str(); }
   void set_steps_per_epoch(int64_t steps) override;
   // The backend that owns device gradients (copies for the partial modes).

@@ -20,11 +20,10 @@ namespace quorum::trainer {
 
 // What one reduction did (for the per-epoch report and the logs).
 struct ReduceInfo {
-  int contributors = 1;           // ranks whose gradient is in the result
-  double wait_seconds = 0.0;      // time blocked in the reduction
-  double injected_seconds = 0.0;  // injected imbalance slept before contributing
-  int carried = 0;                // partial: this rank's late gradients that rode in this step
-  uint64_t staleness = 0;         // their summed lateness, in steps
+  int contributors = 1;       // ranks whose gradient is in the result
+  double wait_seconds = 0.0;  // time blocked in the reduction
+  int carried = 0;            // partial: this rank's late gradients that rode in this step
+  uint64_t staleness = 0;     // their summed lateness, in steps
 };
 
 class GradientReducer {
@@ -32,6 +31,11 @@ class GradientReducer {
   virtual ~GradientReducer() = default;
   virtual int rank() const = 0;
   virtual int size() const = 0;
+  // Called before computing the gradient of `step` (not for skipped steps):
+  // the injected load imbalance (--imbalance) sleeps here, so that a rank
+  // drawn to be slow is late with all of its gradient, buckets included.
+  // Returns the seconds slept. The default: none.
+  virtual double inject_imbalance(int64_t /*step*/) { return 0.0; }
   // params: `count` floats in memory of kind `memory` (host or device).
   virtual Status broadcast_parameters(float *params, size_t count, MemoryKind memory) = 0;
   // Called during the backward pass of `step`, last layer first, as each layer's

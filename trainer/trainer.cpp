@@ -158,6 +158,8 @@ Status train(const TrainConfig &cfg, Backend *backend, const DataSplit &data,
       int64_t correct = 0;
       auto t = Clock::now();
       if (!skip) {
+        rep.times.imbalance += reducer->inject_imbalance(st.global_step);
+        t = Clock::now();
         const uint32_t *idx = order.data() + st.step_in_epoch * cfg.batch;
         assemble_batch(tr, idx, cfg.batch, hb.images.data(), hb.labels.data());
         model->load_batch(cfg.batch, hb.images.data(), hb.labels.data());
@@ -189,8 +191,7 @@ Status train(const TrainConfig &cfg, Backend *backend, const DataSplit &data,
         QUORUM_CHECK(reducer->reduce_gradients(model->grads(), count, backend->memory_kind(),
                                                st.global_step, &info));
       }
-      rep.times.reduce += since(t) - info.injected_seconds;
-      rep.times.imbalance += info.injected_seconds;
+      rep.times.reduce += since(t);
       contributors_sum += info.contributors;
       rep.carried += info.carried;
       staleness_sum += info.staleness;

@@ -213,12 +213,19 @@ class RecordingReducer : public GradientReducer {
     EXPECT_NE(grads, nullptr);
     EXPECT_EQ(count, broadcast_count) << "gradient and parameters differ in size";
     steps.push_back(step);
+    events.push_back("reduce " + std::to_string(step));
     info->contributors = 1;
     if (step == fail_at) return fail(QUORUM_ERR_PEER_FAILED, "test", "injected at step {}", step);
     return kOk;
   }
   void gradient_ready(float *, size_t offset, size_t count, int64_t step) override {
     if (step == 0) ready.emplace_back(offset, count);
+    if (events.empty() || events.back() != "ready " + std::to_string(step))
+      events.push_back("ready " + std::to_string(step));
+  }
+  double inject_imbalance(int64_t step) override {
+    events.push_back("inject " + std::to_string(step));
+    return 0.25;
   }
   // One rank: the sums stay; records {loss sum, correct, examples} of each call.
   Status sum_over_ranks(double *values, size_t n) override {
@@ -231,6 +238,7 @@ class RecordingReducer : public GradientReducer {
   std::vector<std::vector<double>> sums;
   int64_t fail_sum_at = -1;
   std::vector<std::pair<size_t, size_t>> ready;  // of step 0
+  std::vector<std::string> events;               // inject, ready (once), reduce per step
   int broadcasts = 0;
   size_t broadcast_count = 0;
   std::vector<int64_t> steps;
@@ -257,6 +265,15 @@ TEST_F(Training, ReducerSeesEveryStepOnce) {
     end = offset;
   }
   EXPECT_EQ(end, 0u);
+  // The injected imbalance comes before the step's compute, so before its
+  // first ready range (buckets are late too), and counts as such.
+  ASSERT_EQ(reducer.events.size(), 3 * 16u);
+  for (size_t i = 0; i < 16; ++i) {
+    EXPECT_EQ(reducer.events[3 * i], "inject " + std::to_string(i));
+    EXPECT_EQ(reducer.events[3 * i + 1], "ready " + std::to_string(i));
+    EXPECT_EQ(reducer.events[3 * i + 2], "reduce " + std::to_string(i));
+  }
+  EXPECT_DOUBLE_EQ(r.last.times.imbalance, 16 * 0.25);
   RecordingReducer failing;
   failing.fail_at = 5;
   EXPECT_EQ(train(c, be.get(), data_, &failing, nullptr, &r), QUORUM_ERR_PEER_FAILED);

@@ -89,15 +89,17 @@ Status CollectiveReducer::ensure_partial(size_t count) {
   return kOk;
 }
 
+double CollectiveReducer::inject_imbalance(int64_t step) {
+  const double delay = options_.imbalance.delay_ms(rank_, size_, step);
+  if (delay <= 0) return 0.0;
+  const uint64_t t = now_ns();
+  std::this_thread::sleep_for(std::chrono::microseconds(static_cast<int64_t>(delay * 1000)));
+  return seconds_since(t);
+}
+
 Status CollectiveReducer::reduce_gradients(float *grads, size_t count, MemoryKind memory,
                                            int64_t step, ReduceInfo *info) {
   ReduceInfo local;
-  double delay = options_.imbalance.delay_ms(rank_, size_, step);
-  if (delay > 0) {
-    uint64_t t = now_ns();
-    std::this_thread::sleep_for(std::chrono::microseconds(static_cast<int64_t>(delay * 1000)));
-    local.injected_seconds = seconds_since(t);
-  }
   uint64_t start = now_ns();
   if (synchronous_step(step)) {
     if (buckets_ && buckets_->started(grads, step)) {

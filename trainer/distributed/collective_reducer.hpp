@@ -70,6 +70,7 @@ class CollectiveReducer : public GradientReducer {
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   Status broadcast_parameters(float *params, size_t count, MemoryKind memory) override;
+  double inject_imbalance(int64_t step) override;
   void gradient_ready(float *grads, size_t offset, size_t count, int64_t step) override;
   Status reduce_gradients(float *grads, size_t count, MemoryKind memory, int64_t step,
                           ReduceInfo *info) override;

@@ -17,9 +17,10 @@
 # Recipe for all: cosine decay after a half-epoch warmup; the partial runs
 # reduce synchronously during that warmup (--sync-epochs 0.5). --keep DIR
 # keeps each run's whole output there (DIR/LABEL, e.g. DIR/majority-drop) and
-# its JSON-lines log (DIR/LABEL.jsonl). --plot draws every run's loss and test
-# accuracy against training time (perf/plot_training.py; target: sync's final
-# accuracy less 0.5 points, when sync ran). --evals N evaluates N times per
+# its JSON-lines log (DIR/LABEL.jsonl); a run listed again is LABEL-2, and so
+# on. --plot draws every run's loss and test accuracy against training time
+# (perf/plot_training.py; target: sync's final accuracy less 0.5 points, when
+# sync ran). --evals N evaluates N times per
 # epoch (--evals-per-epoch; default 1, at the ends), so that when a run reached
 # the mark is seen to within 1/N of an epoch.
 set -eu
@@ -66,7 +67,9 @@ for run in $runs; do
     esac
   done
   [ "$mode" != sync ] && args+=(--sync-epochs "$sync_epochs")
-  label=${run//:/-}
+  # A run listed again gets its own label (solo, solo-2, ...) and outputs.
+  label=${run//:/-} n=1
+  while [[ " ${labels[*]-} " == *" $label "* ]]; do n=$((n + 1)) label=${run//:/-}-$n; done
   labels+=("$label")
   echo "== $run: $ranks ranks, imbalance paper:$delay:$drawn, $run_epochs epochs" >&2
   "$build/tools/quorum-run" -n "$ranks" -- "$build/tools/quorum-train" --data fashion-mnist \

@@ -31,10 +31,12 @@ class GradientReducer {
   virtual ~GradientReducer() = default;
   virtual int rank() const = 0;
   virtual int size() const = 0;
-  // Called before computing the gradient of `step` (not for skipped steps):
-  // the injected load imbalance (--imbalance) sleeps here, so that a rank
-  // drawn to be slow is late with all of its gradient, buckets included.
-  // Returns the seconds slept. The default: none.
+  // Called after computing the gradient of `step`, before reduce_gradients()
+  // (not for skipped steps): the injected load imbalance (--imbalance) sleeps
+  // here, as eager-SGD's does after the compute. A rank drawn to be slow is
+  // late with all of its gradient: a reducer that sends buckets during the
+  // backward pass holds that step's. Returns the seconds slept; the default:
+  // none.
   virtual double inject_imbalance(int64_t /*step*/) { return 0.0; }
   // params: `count` floats in memory of kind `memory` (host or device).
   virtual Status broadcast_parameters(float *params, size_t count, MemoryKind memory) = 0;

@@ -158,8 +158,6 @@ Status train(const TrainConfig &cfg, Backend *backend, const DataSplit &data,
       int64_t correct = 0;
       auto t = Clock::now();
       if (!skip) {
-        rep.times.imbalance += reducer->inject_imbalance(st.global_step);
-        t = Clock::now();
         const uint32_t *idx = order.data() + st.step_in_epoch * cfg.batch;
         assemble_batch(tr, idx, cfg.batch, hb.images.data(), hb.labels.data());
         model->load_batch(cfg.batch, hb.images.data(), hb.labels.data());
@@ -180,6 +178,7 @@ Status train(const TrainConfig &cfg, Backend *backend, const DataSplit &data,
         });
         backend->synchronize();
         rep.times.backward += since(t);
+        rep.times.imbalance += reducer->inject_imbalance(this_step);
       }
 
       t = Clock::now();

@@ -265,12 +265,12 @@ TEST_F(Training, ReducerSeesEveryStepOnce) {
     end = offset;
   }
   EXPECT_EQ(end, 0u);
-  // The injected imbalance comes before the step's compute, so before its
-  // first ready range (buckets are late too), and counts as such.
+  // The injected imbalance comes after the step's compute (its ready ranges)
+  // and before its reduction, and counts as such.
   ASSERT_EQ(reducer.events.size(), 3 * 16u);
   for (size_t i = 0; i < 16; ++i) {
-    EXPECT_EQ(reducer.events[3 * i], "inject " + std::to_string(i));
-    EXPECT_EQ(reducer.events[3 * i + 1], "ready " + std::to_string(i));
+    EXPECT_EQ(reducer.events[3 * i], "ready " + std::to_string(i));
+    EXPECT_EQ(reducer.events[3 * i + 1], "inject " + std::to_string(i));
     EXPECT_EQ(reducer.events[3 * i + 2], "reduce " + std::to_string(i));
   }
   EXPECT_DOUBLE_EQ(r.last.times.imbalance, 16 * 0.25);

@@ -6,7 +6,8 @@
 //   dropped), on every rank, with the catch-up count of the ranks that skip;
 // - the bucketed synchronous allreduce (--bucket-kb): buckets as the backward
 //   pass reports layer ranges, in order, out of order or leaving a part out,
-//   always ending on the average of every rank's gradient.
+//   always ending on the average of every rank's gradient; a rank drawn to
+//   be slow (injected imbalance) holds its buckets until after the delay.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -204,6 +205,42 @@ TEST(CollectiveReducer, BucketsOnlyInSynchronousSteps) {
       ASSERT_EQ(red->finish(&drained), kOk) << last_error();
     });
   }
+}
+
+// Rank 1 is slow at every step (slow:1:5): its buckets leave only after its
+// delay, in reduce_gradients, still cut as the others' (same allreduces), and
+// every rank ends on the average.
+TEST(CollectiveReducer, SlowRankHoldsItsBucketsUntilAfterTheDelay) {
+  test::run_c_ranks(3, [&](quorum_comm_t comm) {
+    const int rank = quorum_comm_rank(comm);
+    ReducerOptions o;
+    o.mode = "sync";
+    o.bucket_bytes = 1024;
+    ASSERT_EQ(ImbalanceModel::parse("slow:1:5", 1, &o.imbalance), kOk) << last_error();
+    std::unique_ptr<CollectiveReducer> red;
+    ASSERT_EQ(CollectiveReducer::create(comm, o, nullptr, &red), kOk) << last_error();
+    for (int64_t step = 0; step < 3; ++step) {
+      std::vector<float> g = rank_gradient(rank, 1000);
+      red->gradient_ready(g.data(), 500, 500, step);
+      red->gradient_ready(g.data(), 0, 500, step);
+      EXPECT_EQ(red->bucketed_steps(), rank == 1 ? step : step + 1)
+          << "rank " << rank << " step " << step << ": buckets started before the delay";
+      const double slept = red->inject_imbalance(step);
+      if (rank == 1) {
+        EXPECT_GE(slept, 0.004) << "step " << step;
+      } else {
+        EXPECT_EQ(slept, 0.0) << "rank " << rank;
+      }
+      ReduceInfo info;
+      ASSERT_EQ(red->reduce_gradients(g.data(), g.size(), MemoryKind::Host, step, &info), kOk)
+          << last_error();
+      EXPECT_EQ(red->bucketed_steps(), step + 1) << "rank " << rank;
+      EXPECT_EQ(red->last_step_allreduces(), 2) << "rank " << rank << " step " << step;
+      expect_average(g, 3, rank, "slow rank's buckets");
+    }
+    double drained = 0;
+    ASSERT_EQ(red->finish(&drained), kOk) << last_error();
+  });
 }
 
 }  // namespace

@@ -102,6 +102,11 @@ Status CollectiveReducer::reduce_gradients(float *grads, size_t count, MemoryKin
   ReduceInfo local;
   uint64_t start = now_ns();
   if (synchronous_step(step)) {
+    if (buckets_ && held_step_ == step) {
+      // Drawn to be slow at this step: its buckets go out now, after the delay.
+      for (auto [offset, n] : held_) buckets_->ready(grads, offset, n, step);
+    }
+    held_.clear(), held_step_ = -1;
     if (buckets_ && buckets_->started(grads, step)) {
       QUORUM_CHECK(buckets_->finish(count));
     } else {
@@ -128,6 +133,13 @@ void CollectiveReducer::gradient_ready(float *grads, size_t offset, size_t count
   if (!buckets_ || !synchronous_step(step)) return;
   // A device's backward may still be running: its gradient is reduced after.
   if (backend_ && backend_->memory_kind() != MemoryKind::Host) return;
+  if (options_.imbalance.delay_ms(rank_, size_, step) > 0) {
+    // Drawn to be slow at this step: hold its buckets until after the delay
+    // (reduce_gradients), as a slow compute would make them late.
+    if (held_step_ != step) held_.clear(), held_step_ = step;
+    held_.emplace_back(offset, count);
+    return;
+  }
   buckets_->ready(grads, offset, count, step);
 }
 

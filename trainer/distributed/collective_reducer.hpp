@@ -7,7 +7,9 @@
 // scale every round's sum by 1/P by default (PartialScale::World), so over a
 // run the applied gradient mass equals the synchronous one. Each rank's k-th step applies round k's
 // result, the same on every rank, so replicas stay bitwise identical (check_replicas verifies).
-// Injected imbalance (imbalance.hpp) sleeps before the rank's contribution.
+// Injected imbalance (imbalance.hpp) sleeps after the rank's compute, before
+// its contribution (inject_imbalance); with buckets, a rank drawn to be slow at
+// a step holds that step's buckets until after the sleep.
 // bucket_bytes: synchronous steps allreduce the gradient in buckets that start
 // during the backward pass (gradient_buckets.hpp; host gradients only, as a
 // device's backward may still run when a range is reported); the injected
@@ -132,6 +134,9 @@ class CollectiveReducer : public GradientReducer {
   std::vector<float> host_;  // staging of device gradients for partial modes
   std::vector<int64_t> fresh_histogram_;
   std::unique_ptr<GradientBuckets> buckets_;  // bucket_bytes > 0
+  // Layer ranges of step held_step_ held back by an injected delay.
+  std::vector<std::pair<size_t, size_t>> held_;
+  int64_t held_step_ = -1;
 };
 
 }  // namespace quorum::trainer

@@ -112,6 +112,13 @@ class ConsoleObserver : public qt::TrainObserver {
     }
   }
 
+  // Clears the rewritten progress line (a TTY) before a report line.
+  void end_progress_line() {
+    if (!line_open_) return;
+    std::fprintf(stderr, "\r\033[K");
+    line_open_ = false;
+  }
+
   std::string progress_line(const qt::StepProgress &p) const {
     return fmt::format("epoch {}/{} step {}/{} loss {:.4f} {:.0f} img/s ETA {}", p.epoch + 1,
                        epochs_, p.step_in_epoch, p.steps_per_epoch, p.loss, p.images_per_s,
@@ -134,10 +141,7 @@ class ConsoleObserver : public qt::TrainObserver {
   void on_eval(const qt::EvalReport &e) override {
     curve_.emplace_back(train_seconds_ + e.epoch_seconds, e.test_accuracy);
     if (rank_ != 0) return;
-    if (line_open_) {
-      std::fprintf(stderr, "\r\033[K");
-      line_open_ = false;
-    }
+    end_progress_line();
     std::printf("epoch %lld step %lld: test loss %.4f acc %.2f%% | %.2f s training | eval %.2f s\n",
                 static_cast<long long>(e.epoch + 1), static_cast<long long>(e.step_in_epoch),
                 e.test_loss, 100 * e.test_accuracy, train_seconds_ + e.epoch_seconds,
@@ -167,10 +171,7 @@ class ConsoleObserver : public qt::TrainObserver {
     train_seconds_ += r.seconds;
     curve_.emplace_back(train_seconds_, r.test_accuracy);
     if (rank_ != 0) return;
-    if (line_open_) {
-      std::fprintf(stderr, "\r\033[K");
-      line_open_ = false;
-    }
+    end_progress_line();
     std::printf(
         "epoch %lld%s: train loss %.4f acc %.2f%% | test loss %.4f acc %.2f%% | %.0f img/s | "
         "%.0f img/cpu-s | %.2f s: data %.2f forward %.2f backward %.2f reduce %.2f update %.2f | "

@@ -2,6 +2,7 @@
 #include "trainer/evaluation.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <vector>
 
 namespace quorum::trainer {
@@ -33,7 +34,10 @@ Status evaluate_test_set(Model<float> &model, const Dataset &test, GradientReduc
     sums[1] += double(correct);
     sums[2] += n;
   }
+  const auto sum_start = std::chrono::steady_clock::now();
   QUORUM_CHECK(reducer->sum_over_ranks(sums, 3));
+  out->sum_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - sum_start).count();
   out->correct = int64_t(sums[1]);
   out->examples = int64_t(sums[2]);
   out->loss = out->examples ? sums[0] / sums[2] : 0.0;

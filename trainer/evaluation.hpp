@@ -17,6 +17,7 @@ namespace quorum::trainer {
 struct Evaluation {
   double loss = 0, accuracy = 0;  // mean loss and fraction correct over the whole set
   int64_t correct = 0, examples = 0;
+  double sum_seconds = 0;  // in the sum over the ranks: mostly waiting for the slowest
 };
 
 // The block of `count` examples that `rank` of `world` scores: [*begin, *end).

@@ -57,7 +57,9 @@ struct EpochReport {
   double train_loss = 0, train_accuracy = 0;  // over the whole epoch's steps
   double test_loss = 0, test_accuracy = 0;
   double images_per_s = 0, seconds = 0;
-  double eval_seconds = 0;  // all of the epoch's test evaluations (seconds leaves them out)
+  // All of the epoch's test evaluations, which `seconds` leaves out; the
+  // evaluations' wait for the other ranks is in `seconds`, not here.
+  double eval_seconds = 0;
   // Process CPU time of the training steps, and images per CPU second: the
   // steadier speed figure on a shared machine (one compute thread per rank).
   double cpu_seconds = 0, images_per_cpu_s = 0;
@@ -77,7 +79,7 @@ struct EvalReport {
   int64_t epoch = 0, step_in_epoch = 0, global_step = 0;
   double epoch_seconds = 0;  // training time since the epoch's first step (evaluations not in it)
   double test_loss = 0, test_accuracy = 0;
-  double eval_seconds = 0;
+  double eval_seconds = 0;  // scoring (its wait for the other ranks counts as training time)
 };
 
 class TrainObserver {

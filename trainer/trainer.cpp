@@ -146,6 +146,17 @@ Status train(const TrainConfig &cfg, Backend *backend, const DataSplit &data,
     const auto epoch_start = Clock::now();
     double eval_seconds = 0, eval_cpu_seconds = 0;  // this epoch's evaluations (not training)
     auto training_seconds = [&] { return since(epoch_start) - eval_seconds; };
+    // Scores the test set now; the scoring is not training time, but the
+    // sum's wait for the slowest rank (which the evaluation adds to a partial
+    // run) is.
+    auto score_test_set = [&](Evaluation *e) -> Status {
+      const auto start = Clock::now();
+      const double cpu = process_cpu_seconds();
+      QUORUM_CHECK(evaluate_test_set(*model, data.test, reducer, e));
+      eval_seconds += since(start) - e->sum_seconds;
+      eval_cpu_seconds += process_cpu_seconds() - cpu;
+      return kOk;
+    };
     const double cpu_start = process_cpu_seconds();
     int64_t images_this_run = 0;
     double contributors_sum = 0;
@@ -228,16 +239,11 @@ Status train(const TrainConfig &cfg, Backend *backend, const DataSplit &data,
         EvalReport ev;
         ev.epoch = st.epoch, ev.step_in_epoch = st.step_in_epoch;
         ev.global_step = st.global_step, ev.epoch_seconds = training_seconds();
-        const auto eval_start = Clock::now();
-        const double eval_cpu_start = process_cpu_seconds();
+        const double before = eval_seconds;
         Evaluation e;
-        QUORUM_CHECK(evaluate_test_set(*model, data.test, reducer, &e));
+        QUORUM_CHECK(score_test_set(&e));
         ev.test_loss = e.loss, ev.test_accuracy = e.accuracy;
-        // The sum over the ranks waits for the slowest: that wait, which the
-        // evaluation adds to a partial run, counts as training time.
-        ev.eval_seconds = since(eval_start) - e.sum_seconds;
-        eval_seconds += ev.eval_seconds;
-        eval_cpu_seconds += process_cpu_seconds() - eval_cpu_start;
+        ev.eval_seconds = eval_seconds - before;
         if (observer) observer->on_eval(ev);
       }
       if (cfg.checkpoint_every > 0 && st.global_step % cfg.checkpoint_every == 0 &&
@@ -253,11 +259,10 @@ Status train(const TrainConfig &cfg, Backend *backend, const DataSplit &data,
     rep.mean_staleness = rep.carried > 0 ? double(staleness_sum) / double(rep.carried) : 0;
     rep.train_loss = st.epoch_images ? st.epoch_loss_sum / double(st.epoch_images) : 0;
     rep.train_accuracy = st.epoch_images ? double(st.epoch_correct) / double(st.epoch_images) : 0;
-    const auto eval_start = Clock::now();
     Evaluation e;
-    QUORUM_CHECK(evaluate_test_set(*model, data.test, reducer, &e));
+    QUORUM_CHECK(score_test_set(&e));
     rep.test_loss = e.loss, rep.test_accuracy = e.accuracy;
-    rep.eval_seconds = eval_seconds + since(eval_start) - e.sum_seconds;
+    rep.eval_seconds = eval_seconds;
     rep.seconds += e.sum_seconds;
     model->read_params(&result->params);
     rep.param_crc32 = params_crc32(result->params);

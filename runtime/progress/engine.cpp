@@ -26,6 +26,12 @@ Knob<int64_t> knob_memory_nap_us("QUORUM_MEMORY_NAP_US", 20,
                                  "Microseconds an idle waiter naps between polls while a task "
                                  "waits on flags in shared memory (nothing wakes it there)");
 
+namespace {
+// Longest nap of a waiter whose request is past its deadline (its aborted
+// tasks settling: a transport's grace runs out only in a progress pass).
+constexpr int kSettleNapMs = 10;
+}  // namespace
+
 ProgressEngine::ProgressEngine(ProgressSource source, int rank)
     : source_(std::move(source)), rank_(rank) {
   wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
@@ -192,8 +198,11 @@ Status ProgressEngine::wait(const RequestPtr &request) {
       continue;
     }
     if (now - last_progress < spin_ns) continue;
-    // Idle: sleep until the transport has events (bounded, so deadlines are checked).
-    sleep_for_events(request->deadline_.remaining_ms(100));
+    // Idle: sleep until the transport has events (bounded, so deadlines are
+    // checked). Past the deadline the request waits for its aborted tasks to
+    // settle, which events report too: nap rather than spin.
+    const int left_ms = request->deadline_.remaining_ms(100);
+    sleep_for_events(left_ms > 0 ? left_ms : kSettleNapMs);
     last_progress = now_ns();
   }
   if (waiters_.fetch_sub(1) == 1 && thread_.joinable()) done_cv_.notify_all();

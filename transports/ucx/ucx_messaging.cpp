@@ -6,6 +6,7 @@
 // ucp_worker_progress() (inside progress()). Callbacks that UCX makes outside
 // progress() (ucp_request_cancel, forced endpoint close) are queued and
 // delivered by the next progress(), as the Transport interface promises.
+#include <algorithm>
 #include <new>
 
 #include "runtime/clock.hpp"
@@ -157,7 +158,7 @@ UcxTransport::Op *UcxTransport::track(void *ucp_request, int peer, bool is_recv,
                                       size_t bytes, TransportRequest *req) {
   // UCX calls back only from later progress, so the record is ready in time.
   Op *op =
-      new (ucp_request) Op{this, req, nullptr, nullptr, peer, is_recv, false, false, tag, bytes};
+      new (ucp_request) Op{this, req, nullptr, nullptr, peer, is_recv, false, false, 0, tag, bytes};
   Peer &p = *peers_[peer];
   op->next = p.ops;
   if (p.ops != nullptr) p.ops->prev = op;
@@ -171,8 +172,57 @@ void UcxTransport::cancel(TransportRequest *req) {
   Op *op = static_cast<Op *>(req->impl);
   op->cancel_requested = true;
   // UCX withdraws a posted receive; a send cannot be withdrawn, so it
-  // completes (Done) once UCX no longer needs the buffer.
+  // completes (Done) once UCX no longer needs the buffer, or, after the
+  // grace, once expire_cancelled_sends() closed its endpoint.
+  if (!op->is_recv && op->cancel_ns == 0) {
+    op->cancel_ns = std::max<uint64_t>(1, now_ns());
+    ++cancelled_sends_;
+  }
   withdraw(op);
+}
+
+void UcxTransport::expire_cancelled_sends() {
+  if (cancelled_sends_ == 0) return;
+  const uint64_t now = now_ns();
+  // At most half the timeout, so that whoever waits for the send to settle
+  // (a request past its deadline, a partial object's release) sees it do so.
+  const int64_t grace_ms = std::min(knob_ucx_cancel_grace_ms.get(), knob_timeout_ms.get() / 2);
+  const uint64_t grace_ns = static_cast<uint64_t>(std::max<int64_t>(0, grace_ms)) * 1000000;
+  for (const auto &peer : peers_) {
+    if (peer->failed.load() || peer->ep == nullptr) continue;
+    const Op *stuck = nullptr;
+    for (const Op *op = peer->ops; op != nullptr && stuck == nullptr; op = op->next) {
+      if (op->cancel_ns != 0 && now - op->cancel_ns > grace_ns) stuck = op;
+    }
+    if (stuck == nullptr) continue;
+    mark_peer_failed(*peer, UCS_ERR_CANCELED,
+                     fmt::format("a cancelled send of {} B with tag {:#x} was still pending after "
+                                 "{} ms (QUORUM_UCX_CANCEL_GRACE_MS): closing the endpoint",
+                                 stuck->bytes, stuck->tag, grace_ms)
+                         .c_str());
+    // Purges every send to the peer: their callbacks run (now or in a later
+    // progress) with UCS_ERR_CANCELED, and UCX no longer reads their buffers.
+    // (In error mode peer, UCX 1.13 keeps rendezvous sends that never got an
+    // answer until the worker is destroyed, and warns then; with their
+    // endpoint gone nothing moves them on.) handle_peer_failures() fails the
+    // callers' requests that are still attached.
+    ucp_request_param_t param{};
+    param.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+    param.flags = UCP_EP_CLOSE_FLAG_FORCE;
+    ucs_status_ptr_t closing = ucp_ep_close_nbx(peer->ep, &param);
+    peer->ep = nullptr;
+    if (UCS_PTR_IS_PTR(closing)) closing_.push_back(closing);
+  }
+  // Requests of forced closes are freed once UCX completed them.
+  closing_.erase(std::remove_if(closing_.begin(), closing_.end(),
+                                [](void *request) {
+                                  if (ucp_request_check_status(request) == UCS_INPROGRESS) {
+                                    return false;
+                                  }
+                                  ucp_request_free(request);
+                                  return true;
+                                }),
+                 closing_.end());
 }
 
 void UcxTransport::withdraw(Op *op) {
@@ -195,6 +245,7 @@ void UcxTransport::recv_callback(void *request, ucs_status_t status,
 
 void UcxTransport::on_op_done(Op *op, ucs_status_t st, size_t length) {
   Peer &peer = *peers_[op->peer];
+  if (op->cancel_ns != 0) --cancelled_sends_;
   if (op->prev != nullptr) op->prev->next = op->next;
   if (op->next != nullptr) op->next->prev = op->prev;
   if (peer.ops == op) peer.ops = op->next;
@@ -309,6 +360,7 @@ bool UcxTransport::progress() {
   deferred_.clear();
   drive_worker();
   check_local_peers();
+  expire_cancelled_sends();
   handle_peer_failures();
   in_progress_ = false;
   return completions_ != before;

@@ -33,6 +33,13 @@ Knob<int64_t> knob_ucx_keepalive_ms(
     "UCX_KEEPALIVE_INTERVAL unless that is set); a dead peer on shared memory is noticed within "
     "about twice this");
 
+Knob<int64_t> knob_ucx_cancel_grace_ms(
+    "QUORUM_UCX_CANCEL_GRACE_MS", 1000,
+    "How long a send of an aborted operation (timed out, or failed elsewhere) may stay pending "
+    "before its peer is declared failed and the endpoint to it closed: a rendezvous send that the "
+    "peer never matches cannot be withdrawn otherwise, and would hold the call past its timeout. "
+    "At most half of QUORUM_TIMEOUT_MS");
+
 namespace {
 // False when UCX_TLS names a list of transports without posix or sysv.
 bool tls_may_include_shared_memory() {
@@ -316,7 +323,8 @@ void UcxTransport::abandon_ops(Status status, const char *why) {
 
 void UcxTransport::close_endpoints(Deadline deadline, bool force) {
   if (worker_ == nullptr) return;
-  std::vector<void *> closing;
+  std::vector<void *> closing = std::move(closing_);
+  closing_.clear();
   for (const auto &peer : peers_) {
     if (peer->ep == nullptr) continue;
     ucp_request_param_t param{};

@@ -108,6 +108,11 @@ class UcxTransport : public Transport {
   void on_op_done(Op *op, ucs_status_t status, size_t length);
   // Asks UCX to drop a pending receive (no-op for sends and repeated calls).
   void withdraw(Op *op);
+  // A send UCX cannot withdraw (a rendezvous the peer never matches) would
+  // hold its caller past any timeout: once one was cancelled longer than the
+  // grace ago, its peer is declared failed and its endpoint closed by force,
+  // which releases every send to it.
+  void expire_cancelled_sends();
   void complete(TransportRequest *req, Status status, size_t bytes);
   // Runs ucp_worker_progress until idle (bounded); true if UCX did anything.
   bool drive_worker();
@@ -126,11 +131,13 @@ class UcxTransport : public Transport {
   bool shutting_down_ = false;
   bool in_progress_ = false;
   bool failures_pending_ = false;
+  int cancelled_sends_ = 0;  // cancelled sends still pending (checked by progress)
   uint64_t completions_ = 0;
   uint64_t next_liveness_check_ns_ = 0;
   std::vector<std::unique_ptr<Peer>> peers_;
   std::vector<Deferred> deferred_;
-  std::string selected_;  // e.g. "posix, tcp; memory, lo"
+  std::vector<void *> closing_;  // requests of endpoints closed by force while running
+  std::string selected_;         // e.g. "posix, tcp; memory, lo"
 };
 
 std::unique_ptr<Transport> make_ucx_transport();
@@ -138,6 +145,8 @@ std::unique_ptr<Transport> make_ucx_transport();
 // QUORUM_UCX_ERROR_MODE: "peer" (dead peers become QUORUM_ERR_PEER_FAILED) or
 // "none" (no failure detection, every UCX transport allowed).
 extern Knob<std::string> knob_ucx_error_mode;
+// QUORUM_UCX_CANCEL_GRACE_MS: how long a cancelled send may stay pending.
+extern Knob<int64_t> knob_ucx_cancel_grace_ms;
 // QUORUM_UCX_KEEPALIVE_MS: UCX keepalive interval in peer mode.
 extern Knob<int64_t> knob_ucx_keepalive_ms;
 

@@ -148,7 +148,12 @@ Clock::time_point wait_until(uint64_t ms, bool *forever) {
 }
 
 constexpr int kMaxConnections = 4096;
-constexpr int kAuthTimeoutMs = 30000;  // an idle unauthenticated connection is dropped
+constexpr int kAuthTimeoutMs = 10000;  // an idle unauthenticated connection is dropped
+// Connections that have not sent the token yet. A rank sends it right after
+// connecting, so a few suffice; beyond this the oldest is dropped, so that
+// idle connections (any local user can open them) cannot fill the slots or
+// the process's fds and keep the ranks out.
+constexpr size_t kMaxUnauthenticated = 64;
 
 }  // namespace
 
@@ -181,6 +186,7 @@ struct TcpStoreServer::Impl {
   std::atomic<bool> stopping{false};
   uint64_t next_id = 1;
   Clock::time_point accept_resume{};  // out of fds: stop accepting until then
+  bool warned_unauthenticated = false;
   std::map<uint64_t, std::unique_ptr<Conn>> conns;
   std::unordered_map<std::string, std::vector<uint8_t>> data;
   std::unordered_map<std::string, std::vector<uint64_t>> waiters;
@@ -275,7 +281,31 @@ struct TcpStoreServer::Impl {
       c->peer = peer_name(fd);
       c->auth_deadline = Clock::now() + std::chrono::milliseconds(kAuthTimeoutMs);
       conns.emplace(next_id++, std::move(c));
+      drop_oldest_unauthenticated();
       if (conns.size() >= kMaxConnections) return;
+    }
+  }
+
+  // Closes the oldest connections still without the token while there are
+  // more than kMaxUnauthenticated (ids grow with time: the map is in age order).
+  void drop_oldest_unauthenticated() {
+    size_t unauthenticated = 0;
+    for (const auto &entry : conns) unauthenticated += entry.second->authed ? 0 : 1;
+    for (auto it = conns.begin(); unauthenticated > kMaxUnauthenticated && it != conns.end();) {
+      auto next = std::next(it);
+      if (!it->second->authed) {
+        if (!warned_unauthenticated) {  // once: whoever opens them should not flood the log
+          QLOG_WARN("store",
+                    "store server: more than {} connections without the token; dropping the "
+                    "oldest (first from {})",
+                    kMaxUnauthenticated, it->second->peer);
+          warned_unauthenticated = true;
+        }
+        close_conn(it->first);
+        owner->rejected_.fetch_add(1);
+        --unauthenticated;
+      }
+      it = next;
     }
   }
 

@@ -221,6 +221,21 @@ TEST(TcpStore, WrongTokenRejectedAndServerKeepsServing) {
   EXPECT_EQ(server->rejected_connections(), 2u);
 }
 
+// Idle connections that never send the token (anyone on the host can open
+// them) cannot keep a rank out: beyond a few, the oldest are dropped.
+TEST(TcpStore, IdleUnauthenticatedConnectionsCannotCrowdOutRanks) {
+  auto server = start_server();
+  std::vector<int> idle;
+  for (int i = 0; i < 300; ++i) idle.push_back(raw_connect(server->port()));
+  expect_serving(*server);
+  EXPECT_GE(server->rejected_connections(), 300u - 64u);
+  // The first ones were dropped (closed by the server), the last ones not yet.
+  EXPECT_TRUE(closed_by_server(idle.front()));
+  pollfd p{idle.back(), POLLIN, 0};
+  EXPECT_EQ(poll(&p, 1, 100), 0) << "the newest idle connection is still open";
+  for (int fd : idle) close(fd);
+}
+
 TEST(TcpStore, RequestBeforeAuthIsRejected) {
   auto server = start_server();
   int fd = raw_connect(server->port());

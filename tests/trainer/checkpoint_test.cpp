@@ -5,38 +5,17 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
-#include <cstdio>
-#include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <string>
 
+#include "tests/trainer/train_fixture.hpp"
 #include "trainer/checkpoint.hpp"
 #include "trainer/lr_schedule.hpp"
 #include "trainer/trainer.hpp"
 
 namespace quorum::trainer {
 namespace {
-
-class TempDir {
- public:
-  TempDir() {
-    char tmpl[] = "/tmp/quorum_checkpoint_test_XXXXXX";
-    path_ = mkdtemp(tmpl);
-  }
-  ~TempDir() { std::system(("rm -rf '" + path_ + "'").c_str()); }
-  std::string file(const std::string &name) const { return path_ + "/" + name; }
-  int entries() const {
-    int n = 0;
-    std::string cmd = "ls -A '" + path_ + "' | wc -l";
-    FILE *p = popen(cmd.c_str(), "r");
-    if (p && std::fscanf(p, "%d", &n) != 1) n = -1;
-    if (p) pclose(p);
-    return n;
-  }
-
- private:
-  std::string path_;
-};
 
 TrainingState sample_state() {
   TrainingState s;
@@ -120,31 +99,6 @@ TEST(LrSchedule, CosineDecayAfterWarmup) {
   EXPECT_DOUBLE_EQ(no_warmup.at(0), 0.05);
   EXPECT_NEAR(no_warmup.at(50), 0.025, 1e-12);
 }
-
-class Training : public ::testing::Test {
- protected:
-  void SetUp() override {
-    SyntheticOptions o;
-    o.train_count = 512;
-    o.test_count = 128;
-    make_synthetic(o, &data_);
-    cfg_.batch = 32;  // 16 steps per epoch
-    cfg_.epochs = 3;
-    cfg_.lr = 0.02;
-    cfg_.weight_decay = 1e-4;
-    cfg_.seed = 5;
-  }
-  TrainResult run(const TrainConfig &cfg) {
-    std::unique_ptr<Backend> be;
-    EXPECT_EQ(make_backend("cpu", BackendOptions{}, &be), kOk);
-    LocalGradientReducer reducer;
-    TrainResult r;
-    EXPECT_EQ(train(cfg, be.get(), data_, &reducer, nullptr, &r), kOk) << last_error();
-    return r;
-  }
-  DataSplit data_;
-  TrainConfig cfg_;
-};
 
 TEST_F(Training, LearnsTheSyntheticSet) {
   TrainResult r = run(cfg_);

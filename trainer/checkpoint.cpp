@@ -1,7 +1,9 @@
 // checkpoint.cpp: see checkpoint.hpp. Format (little-endian, as the host):
-//   "QTRNCKPT" u32 version | u32 name length, name | u64 seed | i32 batch | i32 world |
+//   "QTRNCKPT" u32 version | u32 length, model name | u32 length, data set name |
+//   u64 seed | i32 batch | i32 world | u64 train_count | i64 steps_per_epoch |
 //   i64 global_step, epoch, step_in_epoch | f64 loss sum | i64 correct, images |
 //   u64 count | f32 params[count] | f32 momentum[count] | u32 CRC32 of all before.
+// Version 2 added the data set name, train_count and steps_per_epoch.
 #include "trainer/checkpoint.hpp"
 
 #include <fcntl.h>
@@ -17,7 +19,7 @@ namespace quorum::trainer {
 namespace {
 constexpr const char *kSub = "checkpoint";
 constexpr char kMagic[8] = {'Q', 'T', 'R', 'N', 'C', 'K', 'P', 'T'};
-constexpr uint32_t kVersion = 1;
+constexpr uint32_t kVersion = 2;
 
 class Writer {
  public:
@@ -28,6 +30,10 @@ class Writer {
   void raw(const void *p, size_t n) {
     const uint8_t *b = static_cast<const uint8_t *>(p);
     bytes.insert(bytes.end(), b, b + n);
+  }
+  void text(const std::string &s) {
+    put(uint32_t(s.size()));
+    raw(s.data(), s.size());
   }
   std::vector<uint8_t> bytes;
 };
@@ -45,12 +51,39 @@ class Reader {
     pos_ += n;
     return true;
   }
+  bool text(std::string *s) {
+    uint32_t n = 0;
+    if (!get(&n) || n >= 256) return false;
+    s->resize(n);
+    return raw(s->data(), n);
+  }
   size_t left() const { return bytes_.size() - pos_; }
 
  private:
   const std::vector<uint8_t> &bytes_;
   size_t pos_ = 0;
 };
+
+std::string temp_path(const std::string &path) {
+  return path + ".tmp." + std::to_string(getpid());
+}
+
+// What no run writes: a position off its epoch, or counts that cannot be.
+std::string bad_position(const TrainingState &s) {
+  if (s.batch <= 0 || s.world <= 0 || s.steps_per_epoch <= 0 || s.train_count == 0)
+    return fmt::format("batch {}, ranks {}, {} training examples, {} steps per epoch", s.batch,
+                       s.world, s.train_count, s.steps_per_epoch);
+  if (s.epoch < 0 || s.step_in_epoch < 0 || s.step_in_epoch >= s.steps_per_epoch)
+    return fmt::format("epoch {} step {} of an epoch of {} steps", s.epoch, s.step_in_epoch,
+                       s.steps_per_epoch);
+  if (s.epoch > INT64_MAX / s.steps_per_epoch - 1 ||
+      s.global_step != s.epoch * s.steps_per_epoch + s.step_in_epoch)
+    return fmt::format("global step {} is not epoch {} x {} steps + {}", s.global_step, s.epoch,
+                       s.steps_per_epoch, s.step_in_epoch);
+  if (s.epoch_images < 0 || s.epoch_correct < 0 || s.epoch_correct > s.epoch_images)
+    return fmt::format("{} of {} examples correct", s.epoch_correct, s.epoch_images);
+  return "";
+}
 }  // namespace
 
 Status save_checkpoint(const std::string &path, const TrainingState &s) {
@@ -60,11 +93,13 @@ Status save_checkpoint(const std::string &path, const TrainingState &s) {
   Writer w;
   w.raw(kMagic, sizeof kMagic);
   w.put(kVersion);
-  w.put(uint32_t(s.model.size()));
-  w.raw(s.model.data(), s.model.size());
+  w.text(s.model);
+  w.text(s.data);
   w.put(s.seed);
   w.put(s.batch);
   w.put(s.world);
+  w.put(s.train_count);
+  w.put(s.steps_per_epoch);
   w.put(s.global_step);
   w.put(s.epoch);
   w.put(s.step_in_epoch);
@@ -76,7 +111,7 @@ Status save_checkpoint(const std::string &path, const TrainingState &s) {
   w.raw(s.momentum.data(), s.momentum.size() * sizeof(float));
   w.put(uint32_t(crc32(0L, w.bytes.data(), uInt(w.bytes.size()))));
 
-  const std::string tmp = path + ".tmp." + std::to_string(getpid());
+  const std::string tmp = temp_path(path);
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0)
     return fail(QUORUM_ERR_INVALID_ARG, kSub, "{}: cannot create: {}", tmp, std::strerror(errno));
@@ -123,23 +158,26 @@ Status load_checkpoint(const std::string &path, TrainingState *s) {
     return fail(QUORUM_ERR_INVALID_ARG, kSub, "{}: corrupt or truncated (CRC32 mismatch)", path);
   Reader r(bytes);
   char magic[8];
-  uint32_t version = 0, name_len = 0;
+  uint32_t version = 0;
   uint64_t count = 0;
   r.raw(magic, 8);
   r.get(&version);
   if (version != kVersion)
-    return fail(QUORUM_ERR_INVALID_ARG, kSub, "{}: format version {}, this build reads {}", path,
-                version, kVersion);
-  bool ok = r.get(&name_len) && name_len < 256;
-  if (ok) {
-    s->model.resize(name_len);
-    ok = r.raw(s->model.data(), name_len);
-  }
-  ok = ok && r.get(&s->seed) && r.get(&s->batch) && r.get(&s->world) && r.get(&s->global_step) &&
-       r.get(&s->epoch) && r.get(&s->step_in_epoch) && r.get(&s->epoch_loss_sum) &&
-       r.get(&s->epoch_correct) && r.get(&s->epoch_images) && r.get(&count);
-  ok = ok && count * 2 * sizeof(float) + 4 == r.left();
+    return fail(QUORUM_ERR_INVALID_ARG, kSub,
+                "{}: format version {}, this build reads only version {}{}", path, version,
+                kVersion,
+                version < kVersion ? " (older checkpoints do not record the training data, "
+                                     "which a resume must match: start the run afresh)"
+                                   : "");
+  bool ok = r.text(&s->model) && r.text(&s->data) && r.get(&s->seed) && r.get(&s->batch) &&
+            r.get(&s->world) && r.get(&s->train_count) && r.get(&s->steps_per_epoch) &&
+            r.get(&s->global_step) && r.get(&s->epoch) && r.get(&s->step_in_epoch) &&
+            r.get(&s->epoch_loss_sum) && r.get(&s->epoch_correct) && r.get(&s->epoch_images) &&
+            r.get(&count);
+  ok = ok && count <= r.left() && count * 2 * sizeof(float) + 4 == r.left();
   if (!ok) return fail(QUORUM_ERR_INVALID_ARG, kSub, "{}: malformed header", path);
+  if (const std::string why = bad_position(*s); !why.empty())
+    return fail(QUORUM_ERR_INVALID_ARG, kSub, "{}: impossible training state: {}", path, why);
   s->params.resize(count);
   s->momentum.resize(count);
   r.raw(s->params.data(), count * sizeof(float));

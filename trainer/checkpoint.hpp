@@ -3,8 +3,10 @@
 // A checkpoint holds everything the next step depends on: parameters, momentum,
 // the position in the data (epoch, step within it, global step) and the
 // running epoch sums, so that a resumed run is bit-identical to one that was
-// never interrupted (the data order is a function of seed and epoch). Written
-// to "<path>.tmp.<pid>", flushed, fsynced and renamed over <path>.
+// never interrupted (the data order is a function of seed and epoch). It also
+// records the data the steps come from (set name, training examples, steps per
+// epoch), so that a resume on other data is refused. Written to
+// "<path>.tmp.<pid>", flushed, fsynced and renamed over <path>.
 #pragma once
 
 #include <cstdint>
@@ -16,10 +18,13 @@
 namespace quorum::trainer {
 
 struct TrainingState {
-  std::string model;  // model name
-  uint64_t seed = 0;  // data order and initialisation
-  int32_t batch = 0;  // local batch (the data order depends on it)
-  int32_t world = 1;  // ranks (the shards depend on it)
+  std::string model;            // model name
+  uint64_t seed = 0;            // data order and initialisation
+  int32_t batch = 0;            // local batch (the data order depends on it)
+  int32_t world = 1;            // ranks (the shards depend on it)
+  std::string data;             // data set name
+  uint64_t train_count = 0;     // training examples (the data order depends on it)
+  int64_t steps_per_epoch = 0;  // of this rank's shard
   int64_t global_step = 0;
   int64_t epoch = 0;          // the epoch in progress
   int64_t step_in_epoch = 0;  // steps of `epoch` already done
@@ -29,6 +34,8 @@ struct TrainingState {
 };
 
 Status save_checkpoint(const std::string &path, const TrainingState &state);
+// Also checks that the position is one a run can reach: 0 <= step_in_epoch <
+// steps_per_epoch and global_step = epoch x steps_per_epoch + step_in_epoch.
 Status load_checkpoint(const std::string &path, TrainingState *state);
 
 }  // namespace quorum::trainer

@@ -117,11 +117,21 @@ Status train(const TrainConfig &cfg, Backend *backend, const DataSplit &data,
                   "resume model '{}' seed {} batch {} ranks {} ({} parameters)",
                   cfg.resume_path, st.model, st.seed, st.batch, st.world, st.params.size(),
                   cfg.model, cfg.seed, cfg.batch, world, count);
+    // The data fixes the order and number of steps: other data would resume
+    // at another position, or past its epoch's end.
+    if (st.data != tr.name || st.train_count != tr.count || st.steps_per_epoch != steps_per_epoch)
+      return fail(QUORUM_ERR_MISMATCH, kSub,
+                  "{}: checkpoint of a run on data set '{}' with {} training examples ({} steps "
+                  "per epoch) cannot resume a run on '{}' with {} ({} steps per epoch); resume "
+                  "with the same --data, --data-dir and --train-limit",
+                  cfg.resume_path, st.data, st.train_count, st.steps_per_epoch, tr.name, tr.count,
+                  steps_per_epoch);
     model->write_params(st.params);
     backend->copy_to_device(velocity, st.momentum.data(), count * sizeof(float));
   } else {
     model->init_params(cfg.seed);
     st.model = cfg.model, st.seed = cfg.seed, st.batch = cfg.batch, st.world = world;
+    st.data = tr.name, st.train_count = tr.count, st.steps_per_epoch = steps_per_epoch;
   }
   QUORUM_CHECK(reducer->broadcast_parameters(model->params(), count, backend->memory_kind()));
   if (observer) observer->on_start(cfg, count, steps_per_epoch, st.global_step);

@@ -3,7 +3,7 @@
 // bit-identical to one never interrupted. Also: the trainer learns the
 // synthetic set, and the learning-rate schedule.
 #include <gtest/gtest.h>
-#include <unistd.h>
+#include <zlib.h>
 
 #include <cstring>
 #include <fstream>
@@ -21,6 +21,7 @@ TrainingState sample_state() {
   TrainingState s;
   s.model = "fm-s";
   s.seed = 9, s.batch = 32, s.world = 1, s.global_step = 17, s.epoch = 1, s.step_in_epoch = 3;
+  s.data = "synthetic", s.train_count = 448, s.steps_per_epoch = 14;
   s.epoch_loss_sum = 12.5, s.epoch_correct = 40, s.epoch_images = 96;
   for (int i = 0; i < 1000; ++i) {
     s.params.push_back(float(i) * 0.5f - 3.f);
@@ -40,11 +41,14 @@ TEST(Checkpoint, RoundTripAtomic) {
   EXPECT_EQ(b.seed, a.seed);
   EXPECT_EQ(b.global_step, a.global_step);
   EXPECT_EQ(b.step_in_epoch, a.step_in_epoch);
+  EXPECT_EQ(b.data, a.data);
+  EXPECT_EQ(b.train_count, a.train_count);
+  EXPECT_EQ(b.steps_per_epoch, a.steps_per_epoch);
   EXPECT_EQ(b.epoch_loss_sum, a.epoch_loss_sum);
   EXPECT_EQ(b.params, a.params);
   EXPECT_EQ(b.momentum, a.momentum);
   // Overwriting replaces the file whole.
-  a.global_step = 18;
+  a.step_in_epoch = 4, a.global_step = 18;
   ASSERT_EQ(save_checkpoint(path, a), kOk);
   ASSERT_EQ(load_checkpoint(path, &b), kOk);
   EXPECT_EQ(b.global_step, 18);
@@ -73,6 +77,50 @@ TEST(Checkpoint, RejectsCorruptTruncatedAndForeignFiles) {
   ASSERT_NE(load_checkpoint(d.file("missing"), &s), kOk);
   EXPECT_NE(std::string(last_error()).find("missing"), std::string::npos);
   ASSERT_NE(save_checkpoint(d.file("no/such/dir/ckpt"), sample_state()), kOk);
+}
+
+// A position no run reaches (a step past its epoch's end, a global step off
+// the epoch's) would resume at the wrong data, or never end its epoch.
+TEST(Checkpoint, RejectsImpossiblePositions) {
+  TempDir d;
+  const std::string path = d.file("ckpt");
+  auto expect_rejected = [&](void (*change)(TrainingState *), const char *what) {
+    TrainingState s = sample_state(), back;
+    change(&s);
+    ASSERT_EQ(save_checkpoint(path, s), kOk) << last_error();
+    ASSERT_EQ(load_checkpoint(path, &back), QUORUM_ERR_INVALID_ARG) << what;
+    EXPECT_NE(std::string(last_error()).find("impossible training state"), std::string::npos)
+        << what << ": " << last_error();
+  };
+  expect_rejected([](TrainingState *s) { s->step_in_epoch = 14, s->global_step = 28; },
+                  "step at the epoch's end");
+  expect_rejected([](TrainingState *s) { s->step_in_epoch = -1, s->global_step = 13; },
+                  "negative step");
+  expect_rejected([](TrainingState *s) { s->global_step = 18; }, "global step off");
+  expect_rejected([](TrainingState *s) { s->epoch = -1, s->global_step = -11; }, "negative epoch");
+  expect_rejected([](TrainingState *s) { s->steps_per_epoch = 0; }, "no steps per epoch");
+  expect_rejected([](TrainingState *s) { s->epoch_correct = 97; }, "more correct than seen");
+}
+
+// Version 1 did not record the data: it is refused with the reason.
+TEST(Checkpoint, RefusesTheOlderFormat) {
+  TempDir d;
+  const std::string path = d.file("ckpt");
+  ASSERT_EQ(save_checkpoint(path, sample_state()), kOk);
+  std::string bytes;
+  {
+    std::ifstream f(path, std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(f), {});
+  }
+  bytes[8] = 1;  // the version, after the magic; then a valid CRC again
+  const uint32_t crc =
+      uint32_t(crc32(0L, reinterpret_cast<const Bytef *>(bytes.data()), uInt(bytes.size() - 4)));
+  std::memcpy(bytes.data() + bytes.size() - 4, &crc, 4);
+  std::ofstream(path, std::ios::binary) << bytes;
+  TrainingState s;
+  ASSERT_EQ(load_checkpoint(path, &s), QUORUM_ERR_INVALID_ARG);
+  EXPECT_NE(std::string(last_error()).find("version 1"), std::string::npos) << last_error();
+  EXPECT_NE(std::string(last_error()).find("start the run afresh"), std::string::npos);
 }
 
 TEST(LrSchedule, LinearScalingAndWarmup) {

@@ -12,8 +12,9 @@ source "$(dirname "$0")/../support/checks.sh"
 expect_error() {
   local what="$1" text="$2"
   shift 2
-  "$bin" "$@" >"$tmp/out" 2>&1
+  timeout 120 "$bin" "$@" >"$tmp/out" 2>&1
   local rc=$?
+  if [ $rc -eq 124 ]; then fail "$what: still running after 120 s"; return; fi
   if [ $rc -eq 0 ]; then fail "$what: exit status 0"; return; fi
   grep -q -- "$text" "$tmp/out" || fail "$what: no '$text' in: $(cat "$tmp/out")"
 }
@@ -63,5 +64,14 @@ grep -q 'resumed at step 70' "$tmp/rest" || fail "resume not reported: $(cat "$t
 want=$(grep '^done:' "$tmp/whole")
 got=$(grep '^done:' "$tmp/rest")
 [ -n "$want" ] && [ "$want" = "$got" ] || fail "resumed run ends with '$got', uninterrupted with '$want'"
+
+# Resuming on other data is refused (here 1024 examples, 32 steps per epoch,
+# saved at step 18 of epoch 2; on 256, 8 steps per epoch, that epoch would
+# never end).
+limit=(--data synthetic --batch 32 --epochs 20 --progress-every 0)
+"$bin" "${limit[@]}" --train-limit 1024 --max-steps 50 --checkpoint-every 10 \
+  --checkpoint "$tmp/limit" >"$tmp/limit.out" 2>&1 || fail "--train-limit 1024 run: $(cat "$tmp/limit.out")"
+expect_error "resume with another --train-limit" "cannot resume a run on 'synthetic' with 256" \
+  "${limit[@]}" --train-limit 256 --resume "$tmp/limit"
 
 finish CLI

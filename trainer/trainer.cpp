@@ -74,6 +74,15 @@ Status train(const TrainConfig &cfg, Backend *backend, const DataSplit &data,
                 "model '{}' takes {}x{}x{} images of {} classes; data set '{}' has {}x{}x{} and {}",
                 spec.name, spec.in_c, spec.in_h, spec.in_w, spec.classes, tr.name, tr.channels,
                 tr.height, tr.width, tr.classes);
+  // The evaluation assembles test images into buffers of the model's image size.
+  const Dataset &te = data.test;
+  if (te.channels != tr.channels || te.height != tr.height || te.width != tr.width ||
+      te.classes > spec.classes)
+    return fail(QUORUM_ERR_INVALID_ARG, kSub,
+                "the test split of data set '{}' has {}x{}x{} images of {} classes; the training "
+                "split and model '{}' take {}x{}x{} of at most {}",
+                te.name, te.channels, te.height, te.width, te.classes, spec.name, tr.channels,
+                tr.height, tr.width, spec.classes);
   const int world = reducer->size(), rank = reducer->rank();
   ShardSampler sampler(tr.count, cfg.seed, rank, world);
   const int64_t steps_per_epoch = int64_t(sampler.shard_size() / size_t(cfg.batch));

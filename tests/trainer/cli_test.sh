@@ -65,6 +65,11 @@ want=$(grep '^done:' "$tmp/whole")
 got=$(grep '^done:' "$tmp/rest")
 [ -n "$want" ] && [ "$want" = "$got" ] || fail "resumed run ends with '$got', uninterrupted with '$want'"
 
+# Test images of another size than the model's (unchecked IDX files): refused.
+python3 "$(dirname "$0")/make_idx.py" "$tmp/idx32" 64 16 32
+expect_error "32x32 test images" "test split of data set 'fashion-mnist' has 1x32x32" \
+  --data-dir "$tmp/idx32" --no-verify-data --batch 16
+
 # Resuming on other data is refused (here 1024 examples, 32 steps per epoch,
 # saved at step 18 of epoch 2; on 256, 8 steps per epoch, that epoch would
 # never end).

@@ -44,6 +44,14 @@ bool evaluates_after(int64_t step_in_epoch, int64_t steps_per_epoch, int evals_p
   return step_in_epoch * evals_per_epoch / steps_per_epoch !=
          (step_in_epoch - 1) * evals_per_epoch / steps_per_epoch;
 }
+
+Status diverged(int64_t global_step, int64_t epoch) {
+  return fail(QUORUM_ERR_INVALID_ARG, "train",
+              "training diverged: the parameters are not finite after step {} (epoch {}); "
+              "lower --lr, or see trainer/README.md for partial runs (--warmup-epochs, "
+              "--sync-epochs, --drop-late)",
+              global_step, epoch + 1);
+}
 }  // namespace
 
 uint32_t params_crc32(const std::vector<float> &params) {
@@ -145,9 +153,13 @@ Status train(const TrainConfig &cfg, Backend *backend, const DataSplit &data,
   QUORUM_CHECK(reducer->broadcast_parameters(model->params(), count, backend->memory_kind()));
   if (observer) observer->on_start(cfg, count, steps_per_epoch, st.global_step);
 
+  // Every rank checks the (identical) parameters, so all stop together; a
+  // diverged run never overwrites the last good checkpoint.
   auto save = [&]() -> Status {
-    if (cfg.checkpoint_path.empty() || rank != 0) return kOk;
+    if (cfg.checkpoint_path.empty()) return kOk;
     model->read_params(&st.params);
+    if (!std::isfinite(params_sum(st.params))) return diverged(st.global_step, st.epoch);
+    if (rank != 0) return kOk;
     st.momentum.resize(count);
     backend->copy_to_host(st.momentum.data(), velocity, count * sizeof(float));
     return save_checkpoint(cfg.checkpoint_path, st);
@@ -292,11 +304,7 @@ Status train(const TrainConfig &cfg, Backend *backend, const DataSplit &data,
       result->last = rep;
       result->global_step = st.global_step;
       if (observer) observer->on_epoch(rep);
-      return fail(QUORUM_ERR_INVALID_ARG, "train",
-                  "training diverged: the parameters are not finite after step {} (epoch {}); "
-                  "lower --lr, or see trainer/README.md for partial runs (--warmup-epochs, "
-                  "--sync-epochs, --drop-late)",
-                  st.global_step, st.epoch + 1);
+      return diverged(st.global_step, st.epoch);
     }
     if (rep.complete) {
       ++st.epoch;

@@ -1,6 +1,8 @@
-// resume_test.cpp: what train() refuses to resume.
+// resume_test.cpp: what train() refuses to resume, and that a diverging run keeps
+// its last good checkpoint.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <string>
 
 #include "tests/trainer/train_fixture.hpp"
@@ -33,6 +35,29 @@ TEST_F(Training, ResumeRefusesOtherData) {
   data_.train.name = "other";
   ASSERT_EQ(try_run(other, &r), QUORUM_ERR_MISMATCH);
   EXPECT_NE(std::string(last_error()).find("'other'"), std::string::npos) << last_error();
+}
+
+// A run that diverges between two checkpoints stops at the first of them
+// with non-finite parameters, leaving the last finite one in the file.
+TEST_F(Training, DivergingRunKeepsTheLastGoodCheckpoint) {
+  TempDir d;
+  TrainConfig first = cfg_;
+  first.max_steps = 4;
+  first.checkpoint_path = d.file("ckpt");
+  run(first);
+  TrainConfig wild = cfg_;
+  wild.lr = 1e6;
+  wild.resume_path = wild.checkpoint_path = d.file("ckpt");
+  wild.checkpoint_every = 1;
+  TrainResult r;
+  ASSERT_EQ(try_run(wild, &r), QUORUM_ERR_INVALID_ARG);
+  EXPECT_NE(std::string(last_error()).find("training diverged"), std::string::npos) << last_error();
+  TrainingState s;
+  ASSERT_EQ(load_checkpoint(d.file("ckpt"), &s), kOk) << last_error();
+  EXPECT_GE(s.global_step, 4);
+  EXPECT_LT(s.global_step, 15) << "lr 1e6 should diverge within a few steps";
+  for (float p : s.params) ASSERT_TRUE(std::isfinite(p)) << "step " << s.global_step;
+  EXPECT_EQ(d.entries(), 1);
 }
 
 }  // namespace

@@ -162,15 +162,16 @@ class ConsoleObserver : public qt::TrainObserver {
     }
   }
 
-  void on_epoch(const qt::EpochReport &r) override {
+  quorum::Status on_epoch(const qt::EpochReport &r) override {
     bool agree = true;
     if (reducer_ != nullptr) {
-      if (reducer_->check_replicas(r.param_crc32, &agree) != quorum::kOk) agree = false;
+      // A check that cannot communicate fails the run (it says nothing of the replicas).
+      QUORUM_CHECK(reducer_->check_replicas(r.param_crc32, &agree));
       replicas_agree_ = replicas_agree_ && agree;
     }
     train_seconds_ += r.seconds;
     curve_.emplace_back(train_seconds_, r.test_accuracy);
-    if (rank_ != 0) return;
+    if (rank_ != 0) return quorum::kOk;
     end_progress_line();
     std::printf(
         "epoch %lld%s: train loss %.4f acc %.2f%% | test loss %.4f acc %.2f%% | %.0f img/s | "
@@ -220,6 +221,7 @@ class ConsoleObserver : public qt::TrainObserver {
             << "\n";
       log_->flush();
     }
+    return quorum::kOk;
   }
 
  private:

@@ -303,7 +303,7 @@ Status train(const TrainConfig &cfg, Backend *backend, const DataSplit &data,
       // stops here), without overwriting the checkpoint with these parameters.
       result->last = rep;
       result->global_step = st.global_step;
-      if (observer) observer->on_epoch(rep);
+      if (observer) (void)observer->on_epoch(rep);  // the divergence is the error to report
       return diverged(st.global_step, st.epoch);
     }
     if (rep.complete) {
@@ -315,7 +315,7 @@ Status train(const TrainConfig &cfg, Backend *backend, const DataSplit &data,
     QUORUM_CHECK(save());
     result->last = rep;
     result->global_step = st.global_step;
-    if (observer) observer->on_epoch(rep);
+    if (observer) QUORUM_CHECK(observer->on_epoch(rep));
   }
   model->read_params(&result->params);
   return kOk;

@@ -89,7 +89,9 @@ class TrainObserver {
                         int64_t /*start_step*/) {}
   virtual void on_step(const StepProgress &) {}
   virtual void on_eval(const EvalReport &) {}
-  virtual void on_epoch(const EpochReport &) {}
+  // An error stops the training with it (a distributed observer's check of
+  // the replicas can fail to communicate).
+  virtual Status on_epoch(const EpochReport &) { return kOk; }
 };
 
 struct TrainResult {

@@ -285,7 +285,10 @@ TEST_F(Training, ReducerSeesEveryStepOnce) {
 // Records the evaluations inside epochs.
 struct EvalRecorder : TrainObserver {
   void on_eval(const EvalReport &e) override { evals.push_back(e); }
-  void on_epoch(const EpochReport &r) override { epochs.push_back(r); }
+  Status on_epoch(const EpochReport &r) override {
+    epochs.push_back(r);
+    return kOk;
+  }
   std::vector<EvalReport> evals;
   std::vector<EpochReport> epochs;
 };

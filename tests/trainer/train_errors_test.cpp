@@ -1,5 +1,5 @@
-// train_errors_test.cpp: train() refuses what it cannot run, with a clear
-// message.
+// train_errors_test.cpp: train() refuses what it cannot run, and stops on an
+// observer's error, each with a clear message.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -23,6 +23,23 @@ TEST_F(Training, RefusesTestImagesOfAnotherShape) {
   EXPECT_NE(std::string(last_error()).find("test split of data set 'synthetic' has 1x32x32"),
             std::string::npos)
       << last_error();
+}
+
+// A distributed observer's replica check that cannot communicate fails the
+// run with its error, at once (not as replicas that differ).
+TEST_F(Training, StopsOnAnObserversError) {
+  struct Failing : TrainObserver {
+    Status on_epoch(const EpochReport &) override {
+      ++epochs;
+      return fail(QUORUM_ERR_PEER_FAILED, "test", "gathering replica checksums: rank 1 is gone");
+    }
+    int epochs = 0;
+  } observer;
+  TrainResult r;
+  ASSERT_EQ(try_run(cfg_, &r, &observer), QUORUM_ERR_PEER_FAILED);
+  EXPECT_NE(std::string(last_error()).find("rank 1 is gone"), std::string::npos) << last_error();
+  EXPECT_EQ(observer.epochs, 1);
+  EXPECT_EQ(r.global_step, 16);
 }
 
 }  // namespace

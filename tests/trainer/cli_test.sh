@@ -37,6 +37,12 @@ expect_error "no evaluations per epoch" "--evals-per-epoch" --evals-per-epoch 0 
 expect_error "cuda backend" "cuda" --backend cuda --data synthetic
 expect_error "missing checkpoint" "$tmp/nope" --data synthetic --resume "$tmp/nope"
 expect_error "diverging run" "training diverged" --data synthetic --batch 32 --epochs 2 --lr 1e6
+# Imbalance that would do nothing on this one process, or nothing at all.
+expect_error "slow rank on one process" "no other rank to be slower than" --data synthetic \
+  --imbalance slow:0:10
+expect_error "paper with K above the ranks" "on 1 rank: cannot draw 2 ranks" --data synthetic \
+  --imbalance paper:10
+expect_error "paper with K = 0" "K = 0 delays no rank" --data synthetic --imbalance paper:10:0
 
 "$bin" --help >"$tmp/help" 2>&1 || fail "--help exit status"
 grep -q -- "--checkpoint" "$tmp/help" || fail "--help does not list --checkpoint"

@@ -48,6 +48,7 @@ Status CollectiveReducer::create(quorum_comm_t comm, const ReducerOptions &optio
   r->backend_ = backend;
   r->rank_ = quorum_comm_rank(comm);
   r->size_ = quorum_comm_size(comm);
+  QUORUM_CHECK(options.imbalance.check_world(r->size_));
   r->fresh_histogram_.assign(static_cast<size_t>(r->size_) + 1, 0);
   if (options.bucket_bytes > 0)
     r->buckets_ = std::make_unique<GradientBuckets>(comm, options.bucket_bytes);

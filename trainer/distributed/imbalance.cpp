@@ -65,6 +65,7 @@ Status ImbalanceModel::parse(const std::string &spec, uint64_t seed, ImbalanceMo
                  !to_int(range[1], &m.max_ranks_) || m.min_ranks_ > m.max_ranks_) {
         return bad("K is not a count or a range like 1-2");
       }
+      if (m.max_ranks_ == 0) return bad("K = 0 delays no rank");
     }
     m.kind_ = Kind::Paper;
   } else if (parts[0] == "slow") {
@@ -79,6 +80,20 @@ Status ImbalanceModel::parse(const std::string &spec, uint64_t seed, ImbalanceMo
     return bad("unknown model");
   }
   *out = m;
+  return kOk;
+}
+
+Status ImbalanceModel::check_world(int size) const {
+  auto bad = [&](const std::string &why) {
+    return fail(QUORUM_ERR_INVALID_ARG, "imbalance", "--imbalance '{}' on {} rank{}: {}", spec_,
+                size, size == 1 ? "" : "s", why);
+  };
+  if (kind_ == Kind::Slow && size < 2)
+    return bad("one process has no other rank to be slower than");
+  if (kind_ == Kind::Slow && slow_rank_ >= size)
+    return bad(fmt::format("there is no rank {} (ranks are 0 to {})", slow_rank_, size - 1));
+  if (kind_ == Kind::Paper && max_ranks_ > size)
+    return bad(fmt::format("cannot draw {} ranks to delay", max_ranks_));
   return kOk;
 }
 

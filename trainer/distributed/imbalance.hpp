@@ -20,6 +20,9 @@ namespace quorum::trainer {
 class ImbalanceModel {
  public:
   static Status parse(const std::string &spec, uint64_t seed, ImbalanceModel *out);
+  // Whether the model does what it says on `size` ranks: slow:R needs rank R
+  // and another rank, paper:D:K at most K = size ranks to draw.
+  Status check_world(int size) const;
   // Milliseconds `rank` of `size` sleeps before computing `step`.
   double delay_ms(int rank, int size, int64_t step) const;
   // The expected delay of the slowest rank per step (what a synchronous step waits).

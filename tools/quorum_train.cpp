@@ -20,6 +20,7 @@
 
 #include "quorum/quorum.h"
 #include "runtime/status.hpp"
+#include "tools/quorum_train_checks.hpp"
 #include "trainer/backend.hpp"
 #include "trainer/dataset.hpp"
 #include "trainer/distributed/collective_reducer.hpp"
@@ -28,6 +29,7 @@
 #include "trainer/trainer.hpp"
 
 namespace qt = quorum::trainer;
+namespace checks = quorum::train_checks;
 using nlohmann::json;
 
 namespace {
@@ -378,15 +380,21 @@ int main(int argc, char **argv) {
   const bool launched = std::getenv("QUORUM_RANK") != nullptr ||
                         std::getenv("PMIX_RANK") != nullptr ||
                         std::getenv("OMPI_COMM_WORLD_RANK") != nullptr;
+  const bool distributed = launched || !reduce_mode.empty() || !imbalance.empty();
+  const std::string mode = !reduce_mode.empty() ? reduce_mode : distributed ? "sync" : "local";
+  if (const std::string e = checks::partial_only_misuse(app, mode); !e.empty()) {
+    std::fprintf(stderr, "quorum-train: %s\n", e.c_str());
+    return 2;
+  }
   quorum_comm_t comm = nullptr;
   std::unique_ptr<qt::CollectiveReducer> dist;
-  if (launched || !reduce_mode.empty() || !imbalance.empty()) {
+  if (distributed) {
     if (quorum_init(&comm) != QUORUM_OK) {
       std::fprintf(stderr, "quorum-train: %s\n", quorum_last_error());
       return 1;
     }
     qt::ReducerOptions ro;
-    ro.mode = reduce_mode.empty() ? "sync" : reduce_mode;
+    ro.mode = mode;
     ro.max_staleness = max_staleness;
     ro.carry = !drop_late;
     ro.sync_epochs = sync_epochs;

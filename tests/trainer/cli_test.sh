@@ -43,6 +43,16 @@ expect_error "slow rank on one process" "no other rank to be slower than" --data
 expect_error "paper with K above the ranks" "on 1 rank: cannot draw 2 ranks" --data synthetic \
   --imbalance paper:10
 expect_error "paper with K = 0" "K = 0 delays no rank" --data synthetic --imbalance paper:10:0
+# Options of the partial reductions are refused where they would be ignored.
+for flag in --drop-late --no-catch-up "--sync-epochs 1" "--partial-scale sqrt" \
+  "--activation-delay-ms 2" "--max-staleness 4"; do
+  # shellcheck disable=SC2086
+  expect_error "$flag with sync" "${flag%% *} applies to --reduce solo and majority only; this run reduces with --reduce sync" \
+    --data synthetic --reduce sync $flag
+  # shellcheck disable=SC2086
+  expect_error "$flag on one process" "${flag%% *} applies to --reduce solo and majority only; this run trains on one process" \
+    --data synthetic $flag
+done
 
 "$bin" --help >"$tmp/help" 2>&1 || fail "--help exit status"
 grep -q -- "--checkpoint" "$tmp/help" || fail "--help does not list --checkpoint"

@@ -20,7 +20,8 @@ set -u
 run=$1
 train=$2
 source "$(dirname "$0")/../support/checks.sh"
-common=(--data synthetic --model fm-s --epochs 2 --lr 0.02 --seed 5 --max-staleness 4 --progress-every 0)
+common=(--data synthetic --model fm-s --epochs 2 --lr 0.02 --seed 5 --progress-every 0)
+partial=(--max-staleness 4)  # solo and majority only: sync refuses their options
 
 param_sum() { grep -o 'params crc32 [0-9a-f]* sum [-0-9.e]*' "$1" | tail -1 | awk '{print $5}'; }
 
@@ -45,8 +46,10 @@ echo "parameter sum: 2 ranks x 16 in ${n:-?} buckets = $c"
 [ "$c" = "$b" ] || fail "buckets: parameters differ from one allreduce per step: $c vs $b"
 
 for mode in sync solo majority; do
+  extra=()
+  [ $mode != sync ] && extra=("${partial[@]}")
   for np in 2 3; do
-    "$run" -n $np --timeout 300 -- "$train" "${common[@]}" --batch 16 --reduce $mode \
+    "$run" -n $np --timeout 300 -- "$train" "${common[@]}" "${extra[@]}" --batch 16 --reduce $mode \
       --imbalance paper:3:1 --evals-per-epoch 3 --log "$tmp/$mode$np.jsonl" >"$tmp/$mode$np" 2>&1 ||
       fail "$mode on $np ranks: $(tail -5 "$tmp/$mode$np")"
     grep -q "replicas=agree" "$tmp/$mode$np" || fail "$mode on $np ranks: no replicas=agree"
@@ -67,7 +70,7 @@ sys.exit(0 if len(t) == 6 and t == sorted(t) and t[0] > 0 else 1)" ||
 done
 # --sync-epochs: the partial run reduces synchronously through its first epoch
 # (every rank fresh, nothing carried), replicas still agree.
-"$run" -n 3 --timeout 300 -- "$train" "${common[@]}" --batch 16 --reduce solo --sync-epochs 1 \
+"$run" -n 3 --timeout 300 -- "$train" "${common[@]}" "${partial[@]}" --batch 16 --reduce solo --sync-epochs 1 \
   --imbalance paper:3:1 >"$tmp/sync_start" 2>&1 || fail "solo --sync-epochs 1: $(tail -5 "$tmp/sync_start")"
 grep -q "replicas=agree" "$tmp/sync_start" || fail "solo --sync-epochs 1: no replicas=agree"
 grep "epoch 1:" "$tmp/sync_start" | grep -q "fresh 3.00 carried 0 (0.00 steps late)" ||
@@ -80,7 +83,7 @@ grep "epoch 1:" "$tmp/sync_start" | grep -q "fresh 3.00 carried 0 (0.00 steps la
 for catch in on off; do
   extra=()
   [ $catch = off ] && extra=(--no-catch-up)
-  "$run" -n 3 --timeout 300 -- "$train" "${common[@]}" --batch 16 --reduce solo \
+  "$run" -n 3 --timeout 300 -- "$train" "${common[@]}" "${partial[@]}" --batch 16 --reduce solo \
     --imbalance slow:0:20 "${extra[@]}" >"$tmp/catch_$catch" 2>&1 ||
     fail "solo, slow rank 0, catch-up $catch: $(tail -5 "$tmp/catch_$catch")"
   grep -q "replicas=agree" "$tmp/catch_$catch" || fail "catch-up $catch: no replicas=agree"

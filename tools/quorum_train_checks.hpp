@@ -1,0 +1,15 @@
+// quorum_train_checks.hpp: quorum-train's refusals of runs that would not do
+// what their command line or environment asks, beyond CLI11's own checks.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <string>
+
+namespace quorum::train_checks {
+
+// The options of `app` that only the partial reductions use, given to a run
+// that reduces with `mode` ("sync", or "local" for one process without
+// --reduce): an error naming the first, or "".
+std::string partial_only_misuse(const CLI::App &app, const std::string &mode);
+
+}  // namespace quorum::train_checks

@@ -388,11 +388,17 @@ int main(int argc, char **argv) {
   }
   quorum_comm_t comm = nullptr;
   std::unique_ptr<qt::CollectiveReducer> dist;
-  if (distributed) {
-    if (quorum_init(&comm) != QUORUM_OK) {
-      std::fprintf(stderr, "quorum-train: %s\n", quorum_last_error());
-      return 1;
-    }
+  if (distributed && quorum_init(&comm) != QUORUM_OK) {
+    std::fprintf(stderr, "quorum-train: %s\n", quorum_last_error());
+    return 1;
+  }
+  if (const std::string e = checks::lone_rank_of_many(comm ? quorum_comm_size(comm) : 1);
+      !e.empty()) {
+    std::fprintf(stderr, "quorum-train: %s\n", e.c_str());
+    if (comm) quorum_finalize(comm);
+    return 2;
+  }
+  if (comm) {
     qt::ReducerOptions ro;
     ro.mode = mode;
     ro.max_staleness = max_staleness;

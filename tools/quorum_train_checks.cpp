@@ -3,6 +3,8 @@
 
 #include <fmt/format.h>
 
+#include <cstdlib>
+
 namespace quorum::train_checks {
 
 std::string partial_only_misuse(const CLI::App &app, const std::string &mode) {
@@ -13,6 +15,22 @@ std::string partial_only_misuse(const CLI::App &app, const std::string &mode) {
     return fmt::format(
         "{} applies to --reduce solo and majority only; this run {}", name,
         mode == "local" ? "trains on one process without --reduce" : "reduces with --reduce sync");
+  }
+  return "";
+}
+
+std::string lone_rank_of_many(int world) {
+  if (world > 1) return "";
+  // Step variables, not SLURM_NTASKS: a plain run inside an salloc shell has
+  // the allocation's task count but is one process.
+  for (const char *name : {"SLURM_STEP_NUM_TASKS", "PMI_SIZE", "OMPI_COMM_WORLD_SIZE"}) {
+    const char *value = std::getenv(name);
+    if (value == nullptr || std::atol(value) <= 1) continue;
+    return fmt::format(
+        "{}={}: this process is one of {} tasks, but quorum found no launcher to join them (no "
+        "PMIx, no quorum-run): each would train alone as rank 0 and overwrite the others' --log "
+        "and --checkpoint; launch with srun --mpi=pmix, an mpirun with PMIx, or quorum-run",
+        name, value, value);
   }
   return "";
 }

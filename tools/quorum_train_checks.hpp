@@ -12,4 +12,9 @@ namespace quorum::train_checks {
 // --reduce): an error naming the first, or "".
 std::string partial_only_misuse(const CLI::App &app, const std::string &mode);
 
+// The launcher's environment says this job has several tasks (an srun step,
+// PMI or Open MPI) but the communicator has `world` = 1 rank: every task would
+// train alone as rank 0. An error naming the variable, or "".
+std::string lone_rank_of_many(int world);
+
 }  // namespace quorum::train_checks

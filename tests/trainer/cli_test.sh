@@ -7,6 +7,8 @@
 set -u
 bin="$1"
 source "$(dirname "$0")/../support/checks.sh"
+# One process here, whatever launched the test.
+unset SLURM_STEP_NUM_TASKS PMI_SIZE OMPI_COMM_WORLD_SIZE OMPI_COMM_WORLD_RANK PMIX_RANK QUORUM_RANK
 
 # expect_error "description" "text in output" args...
 expect_error() {
@@ -53,6 +55,19 @@ for flag in --drop-late --no-catch-up "--sync-epochs 1" "--partial-scale sqrt" \
   expect_error "$flag on one process" "${flag%% *} applies to --reduce solo and majority only; this run trains on one process" \
     --data synthetic $flag
 done
+# A launcher's environment of several tasks that quorum cannot join (no PMIx,
+# no quorum-run): refused, rather than every task training alone as rank 0.
+for vars in "SLURM_STEP_NUM_TASKS=4 SLURM_PROCID=1" "PMI_SIZE=2 PMI_RANK=1" \
+  "OMPI_COMM_WORLD_SIZE=3 OMPI_COMM_WORLD_RANK=1"; do
+  var=${vars%% *}
+  # shellcheck disable=SC2086
+  env $vars timeout 60 "$bin" --data synthetic >"$tmp/lone" 2>&1 && fail "$var: exit status 0"
+  grep -q "$var: this process is one of ${var#*=} tasks, but quorum found no launcher" "$tmp/lone" ||
+    fail "$var: $(cat "$tmp/lone")"
+done
+# An salloc shell's allocation (no step) or a step of one task is one process.
+SLURM_NTASKS=4 SLURM_NPROCS=4 SLURM_STEP_NUM_TASKS=1 "$bin" --data synthetic --batch 32 \
+  --max-steps 2 >"$tmp/salloc" 2>&1 || fail "inside an allocation: $(cat "$tmp/salloc")"
 
 "$bin" --help >"$tmp/help" 2>&1 || fail "--help exit status"
 grep -q -- "--checkpoint" "$tmp/help" || fail "--help does not list --checkpoint"

@@ -450,8 +450,16 @@ int main(int argc, char **argv) {
                            log_every);
   qt::LocalGradientReducer local;
   qt::GradientReducer *reducer = &local;
-  json run_info{{"ranks", 1},        {"reduce", "local"},          {"backend", backend_name},
-                {"data", data_name}, {"train_limit", train_limit}, {"test_limit", test_limit}};
+  // The example counts too: ranks with other copies of the data would take
+  // other steps per epoch.
+  json run_info{{"ranks", 1},
+                {"reduce", "local"},
+                {"backend", backend_name},
+                {"data", data_name},
+                {"train_limit", train_limit},
+                {"test_limit", test_limit},
+                {"train_examples", data.train.count},
+                {"test_examples", data.test.count}};
   if (dist) {
     dist->set_backend(backend.get());
     reducer = dist.get();

@@ -14,8 +14,8 @@
 #     computes them all with --no-catch-up.
 #  5. A diverging majority run stops on every rank with a clear error (and the
 #     partial object, never destroyed on that path, is released at finalize).
-#  6. Ranks given different options stop before training, each naming the
-#     option.
+#  6. Ranks given different options, or other copies of the data, stop before
+#     training, each naming the option or the example count.
 set -u
 run=$1
 train=$2
@@ -106,6 +106,18 @@ for opt in batch bucket-kb; do
   [ "$(grep -c "quorum-train: .*different settings: '${opt/-/_}'.* differs on ranks 2" \
     "$tmp/differ_$opt")" -eq 3 ] || fail "--$opt differing on rank 2: $(tail -6 "$tmp/differ_$opt")"
 done
+
+# Ranks with other copies of the data (here 64 training examples on rank 2,
+# 96 elsewhere; the folder is each rank's own) would take other steps per
+# epoch: they stop before training, naming the count.
+python3 "$(dirname "$0")/make_idx.py" "$tmp/idx96" 96 32
+python3 "$(dirname "$0")/make_idx.py" "$tmp/idx64" 64 32
+if "$run" -n 3 --timeout 120 -- bash -c "exec \"\$0\" \"\$@\" --data-dir $tmp/idx\$((96 - 32 * (QUORUM_RANK == 2)))" \
+  "$train" --data fashion-mnist --no-verify-data --batch 16 --reduce sync >"$tmp/differ_data" 2>&1; then
+  fail "other data on rank 2: exit status 0"
+fi
+[ "$(grep -c "quorum-train: .*different settings: 'train_examples' (here [0-9]*).* differs on ranks 2" \
+  "$tmp/differ_data")" -eq 3 ] || fail "other data on rank 2: $(tail -6 "$tmp/differ_data")"
 
 # Divergence: every rank reports it, quorum-run fails, nothing crashes.
 if "$run" -n 3 --timeout 300 -- "$train" --data synthetic --model fm-s --epochs 2 --lr 1e6 \

@@ -12,9 +12,11 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
@@ -22,8 +24,10 @@
 #include "runtime/status.hpp"
 #include "tools/quorum_train_checks.hpp"
 #include "trainer/backend.hpp"
+#include "trainer/checkpoint.hpp"
 #include "trainer/dataset.hpp"
 #include "trainer/distributed/collective_reducer.hpp"
+#include "trainer/distributed/setup_agreement.hpp"
 #include "trainer/gradient_reducer.hpp"
 #include "trainer/model_spec.hpp"
 #include "trainer/trainer.hpp"
@@ -387,7 +391,6 @@ int main(int argc, char **argv) {
     return 2;
   }
   quorum_comm_t comm = nullptr;
-  std::unique_ptr<qt::CollectiveReducer> dist;
   if (distributed && quorum_init(&comm) != QUORUM_OK) {
     std::fprintf(stderr, "quorum-train: %s\n", quorum_last_error());
     return 1;
@@ -398,54 +401,74 @@ int main(int argc, char **argv) {
     if (comm) quorum_finalize(comm);
     return 2;
   }
-  if (comm) {
-    qt::ReducerOptions ro;
-    ro.mode = mode;
-    ro.max_staleness = max_staleness;
-    ro.carry = !drop_late;
-    ro.sync_epochs = sync_epochs;
-    ro.catch_up = !no_catch_up;
-    ro.activation_delay_us = static_cast<unsigned>(std::llround(activation_delay_ms * 1000));
-    ro.scale = partial_scale == "sqrt"    ? qt::PartialScale::Sqrt
-               : partial_scale == "count" ? qt::PartialScale::Count
-                                          : qt::PartialScale::World;
-    ro.bucket_bytes = static_cast<size_t>(bucket_kb) * 1024;
-    ro.seed = cfg.seed;
-    if (qt::ImbalanceModel::parse(imbalance, cfg.seed, &ro.imbalance) != quorum::kOk ||
-        qt::CollectiveReducer::create(comm, ro, nullptr, &dist) != quorum::kOk) {
-      std::fprintf(stderr, "quorum-train: %s\n", quorum::last_error());
-      quorum_finalize(comm);
-      return 2;
-    }
-  }
   if (backend_name == "ref" && data_name != "synthetic" && train_limit == 0)
     std::fprintf(stderr,
                  "quorum-train: note: the ref backend is slow (naive loops); "
                  "consider --train-limit\n");
 
+  // This rank's setup: 0, or the exit status with the reason as the last error.
+  std::unique_ptr<qt::CollectiveReducer> dist;
   std::unique_ptr<qt::Backend> backend;
-  qt::BackendOptions bopts;
-  bopts.threads = threads;
-  if (qt::make_backend(backend_name, bopts, &backend) != quorum::kOk) {
-    std::fprintf(stderr, "quorum-train: %s\n", quorum::last_error());
-    return 1;
-  }
   qt::DataSplit data;
-  if (qt::load_dataset(data_name, data_dir, !no_verify, &data) != quorum::kOk) {
-    std::fprintf(stderr, "quorum-train: %s\n", quorum::last_error());
-    return 1;
-  }
-  if (train_limit > 0) data.train.truncate(size_t(train_limit));
-  if (test_limit > 0) data.test.truncate(size_t(test_limit));
-
   std::ofstream log;
-  if (!log_path.empty()) {
-    log.open(log_path, std::ios::app);
-    if (!log) {
-      std::fprintf(stderr, "quorum-train: cannot open log file %s\n", log_path.c_str());
+  auto set_up = [&]() -> int {
+    if (comm) {
+      qt::ReducerOptions ro;
+      ro.mode = mode;
+      ro.max_staleness = max_staleness;
+      ro.carry = !drop_late;
+      ro.sync_epochs = sync_epochs;
+      ro.catch_up = !no_catch_up;
+      ro.activation_delay_us = static_cast<unsigned>(std::llround(activation_delay_ms * 1000));
+      ro.scale = partial_scale == "sqrt"    ? qt::PartialScale::Sqrt
+                 : partial_scale == "count" ? qt::PartialScale::Count
+                                            : qt::PartialScale::World;
+      ro.bucket_bytes = static_cast<size_t>(bucket_kb) * 1024;
+      ro.seed = cfg.seed;
+      if (qt::ImbalanceModel::parse(imbalance, cfg.seed, &ro.imbalance) != quorum::kOk ||
+          qt::CollectiveReducer::create(comm, ro, nullptr, &dist) != quorum::kOk)
+        return 2;
+    }
+    qt::BackendOptions bopts;
+    bopts.threads = threads;
+    if (qt::make_backend(backend_name, bopts, &backend) != quorum::kOk) return 1;
+    if (qt::load_dataset(data_name, data_dir, !no_verify, &data) != quorum::kOk) return 1;
+    if (train_limit > 0) data.train.truncate(size_t(train_limit));
+    if (test_limit > 0) data.test.truncate(size_t(test_limit));
+    if (!log_path.empty()) {
+      log.open(log_path, std::ios::app);
+      if (!log) {
+        quorum::fail(QUORUM_ERR_INVALID_ARG, "train", "--log {}: cannot open: {}", log_path,
+                     std::strerror(errno));
+        return 1;
+      }
+    }
+    // Every rank reads the checkpoint it resumes.
+    qt::TrainingState resumed;
+    if (!cfg.resume_path.empty() && qt::load_checkpoint(cfg.resume_path, &resumed) != quorum::kOk)
       return 1;
+    return 0;
+  };
+  int code = set_up();
+  std::string error = code != 0 ? quorum::last_error() : "";
+  if (comm && quorum_comm_size(comm) > 1) {
+    // Every rank learns at once whether one failed (rather than waiting for
+    // it in the first collective until the timeout).
+    int agreed = code;
+    const quorum::Status s = qt::agree_on_setup(comm, error, code, &agreed);
+    if (s == QUORUM_ERR_INVALID_ARG) {
+      error = quorum::last_error(), code = agreed;
+    } else if (s != quorum::kOk && code == 0) {
+      error = quorum::last_error(), code = 1;
     }
   }
+  if (code != 0) {
+    std::fprintf(stderr, "quorum-train: %s\n", error.c_str());
+    if (dist) dist->abandon();
+    if (comm) quorum_finalize(comm);
+    return code;
+  }
+
   ConsoleObserver observer(isatty(STDERR_FILENO) != 0, progress_every, log ? &log : nullptr,
                            log_every);
   qt::LocalGradientReducer local;

@@ -68,6 +68,7 @@ done
 # An salloc shell's allocation (no step) or a step of one task is one process.
 SLURM_NTASKS=4 SLURM_NPROCS=4 SLURM_STEP_NUM_TASKS=1 "$bin" --data synthetic --batch 32 \
   --max-steps 2 >"$tmp/salloc" 2>&1 || fail "inside an allocation: $(cat "$tmp/salloc")"
+expect_error "unwritable log" "--log $tmp/none/log: cannot open" --data synthetic --log "$tmp/none/log"
 
 "$bin" --help >"$tmp/help" 2>&1 || fail "--help exit status"
 grep -q -- "--checkpoint" "$tmp/help" || fail "--help does not list --checkpoint"

@@ -1,6 +1,6 @@
 // distributed_setup_test.cpp: what the distributed trainer checks before
 // training: an injected imbalance that would do nothing on the ranks there
-// are.
+// are, and (ranks as threads on inproc) whether every rank could set up.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -9,6 +9,7 @@
 #include "tests/support/thread_ranks.hpp"
 #include "trainer/distributed/collective_reducer.hpp"
 #include "trainer/distributed/imbalance.hpp"
+#include "trainer/distributed/setup_agreement.hpp"
 
 namespace quorum::trainer {
 namespace {
@@ -55,6 +56,26 @@ TEST(CollectiveReducer, RefusesAnImbalanceForAnotherWorld) {
     EXPECT_NE(std::string(last_error()).find("--imbalance 'slow:2:10' on 2 ranks"),
               std::string::npos)
         << last_error();
+  });
+}
+
+// Ranks 1 and 2 fail to set up: every rank learns it from the one exchange,
+// naming the lowest (its reason and exit status) and the others that failed.
+TEST(SetupAgreement, EveryRankLearnsWhoFailed) {
+  test::run_c_ranks(4, [](quorum_comm_t comm) {
+    const int rank = quorum_comm_rank(comm);
+    int code = -1;
+    ASSERT_EQ(agree_on_setup(comm, "", 0, &code), kOk) << last_error();
+    EXPECT_EQ(code, -1);
+    const std::string error = rank == 1   ? "QUORUM_ERR_INVALID_ARG: --log /x/log: cannot open"
+                              : rank == 2 ? std::string(5000, 'z')
+                                          : "";
+    ASSERT_EQ(agree_on_setup(comm, error, rank == 1 ? 1 : 2, &code), QUORUM_ERR_INVALID_ARG);
+    EXPECT_EQ(std::string(last_error()),
+              "QUORUM_ERR_INVALID_ARG: rank 1 failed to set up: --log /x/log: cannot open (ranks "
+              "1, 2 failed)")
+        << "rank " << rank;
+    EXPECT_EQ(code, 1) << "rank " << rank;
   });
 }
 

@@ -16,6 +16,7 @@
 #     partial object, never destroyed on that path, is released at finalize).
 #  6. Ranks given different options, or other copies of the data, stop before
 #     training, each naming the option or the example count.
+#  7. A rank that cannot set up stops every rank at once, each naming it.
 set -u
 run=$1
 train=$2
@@ -118,6 +119,18 @@ if "$run" -n 3 --timeout 120 -- bash -c "exec \"\$0\" \"\$@\" --data-dir $tmp/id
 fi
 [ "$(grep -c "quorum-train: .*different settings: 'train_examples' (here [0-9]*).* differs on ranks 2" \
   "$tmp/differ_data")" -eq 3 ] || fail "other data on rank 2: $(tail -6 "$tmp/differ_data")"
+
+# A rank that cannot set up (here its --log) stops every rank at once, each
+# naming it, rather than leaving them to wait until the timeout (20 s here).
+start=$SECONDS
+if "$run" -n 3 --timeout 120 -- bash -c "exec \"\$0\" \"\$@\" --log $tmp/\$([ \$QUORUM_RANK = 2 ] && echo none/)log" \
+  "$train" "${common[@]}" --batch 16 --reduce sync >"$tmp/setup" 2>&1; then
+  fail "rank 2 cannot open its log: exit status 0"
+fi
+took=$((SECONDS - start))
+[ "$(grep -c "quorum-train: .*rank 2 failed to set up: .*--log $tmp/none/log: cannot open" "$tmp/setup")" -eq 3 ] ||
+  fail "rank 2 cannot open its log: $(tail -6 "$tmp/setup")"
+[ $took -lt 15 ] || fail "rank 2 cannot open its log: the ranks stopped after $took s"
 
 # Divergence: every rank reports it, quorum-run fails, nothing crashes.
 if "$run" -n 3 --timeout 300 -- "$train" --data synthetic --model fm-s --epochs 2 --lr 1e6 \

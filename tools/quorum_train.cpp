@@ -443,7 +443,11 @@ int main(int argc, char **argv) {
         return 1;
       }
     }
-    // Every rank reads the checkpoint it resumes.
+    // Only rank 0 writes checkpoints; every rank reads the one it resumes.
+    const bool writes = comm == nullptr || quorum_comm_rank(comm) == 0;
+    if (writes && !cfg.checkpoint_path.empty() &&
+        qt::check_checkpoint_path(cfg.checkpoint_path) != quorum::kOk)
+      return 1;
     qt::TrainingState resumed;
     if (!cfg.resume_path.empty() && qt::load_checkpoint(cfg.resume_path, &resumed) != quorum::kOk)
       return 1;

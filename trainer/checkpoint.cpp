@@ -7,6 +7,7 @@
 #include "trainer/checkpoint.hpp"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
 
@@ -138,6 +139,21 @@ Status save_checkpoint(const std::string &path, const TrainingState &s) {
     return fail(QUORUM_ERR_INVALID_ARG, kSub, "cannot rename {} to {}: {}", tmp, path,
                 std::strerror(err));
   }
+  return kOk;
+}
+
+Status check_checkpoint_path(const std::string &path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode))
+    return fail(QUORUM_ERR_INVALID_ARG, kSub, "--checkpoint {}: is a folder, not a file name",
+                path);
+  const std::string tmp = temp_path(path);
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0)
+    return fail(QUORUM_ERR_INVALID_ARG, kSub, "--checkpoint {}: cannot create a file there: {}",
+                path, std::strerror(errno));
+  ::close(fd);
+  ::unlink(tmp.c_str());
   return kOk;
 }
 

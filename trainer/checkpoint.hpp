@@ -37,5 +37,8 @@ Status save_checkpoint(const std::string &path, const TrainingState &state);
 // Also checks that the position is one a run can reach: 0 <= step_in_epoch <
 // steps_per_epoch and global_step = epoch x steps_per_epoch + step_in_epoch.
 Status load_checkpoint(const std::string &path, TrainingState *state);
+// Whether save_checkpoint can write `path`: creates and removes its temporary
+// file, so that a missing or read-only folder fails before training.
+Status check_checkpoint_path(const std::string &path);
 
 }  // namespace quorum::trainer

@@ -79,6 +79,20 @@ TEST(Checkpoint, RejectsCorruptTruncatedAndForeignFiles) {
   ASSERT_NE(save_checkpoint(d.file("no/such/dir/ckpt"), sample_state()), kOk);
 }
 
+// The path is tried before training: a missing folder or a folder as the
+// name fails then, naming the flag and the path; a good one is left empty.
+TEST(Checkpoint, PathCheckedUpFront) {
+  TempDir d;
+  EXPECT_EQ(check_checkpoint_path(d.file("ckpt")), kOk) << last_error();
+  EXPECT_EQ(d.entries(), 0) << "the trial file was left behind";
+  ASSERT_EQ(check_checkpoint_path(d.file("no/such/ckpt")), QUORUM_ERR_INVALID_ARG);
+  EXPECT_NE(std::string(last_error()).find("--checkpoint " + d.file("no/such/ckpt")),
+            std::string::npos)
+      << last_error();
+  ASSERT_EQ(check_checkpoint_path(d.file("")), QUORUM_ERR_INVALID_ARG);
+  EXPECT_NE(std::string(last_error()).find("is a folder"), std::string::npos) << last_error();
+}
+
 // A position no run reaches (a step past its epoch's end, a global step off
 // the epoch's) would resume at the wrong data, or never end its epoch.
 TEST(Checkpoint, RejectsImpossiblePositions) {

@@ -68,6 +68,11 @@ done
 # An salloc shell's allocation (no step) or a step of one task is one process.
 SLURM_NTASKS=4 SLURM_NPROCS=4 SLURM_STEP_NUM_TASKS=1 "$bin" --data synthetic --batch 32 \
   --max-steps 2 >"$tmp/salloc" 2>&1 || fail "inside an allocation: $(cat "$tmp/salloc")"
+# A checkpoint that cannot be written fails before training.
+expect_error "checkpoint in a missing folder" "--checkpoint $tmp/none/ckpt: cannot create" \
+  --data synthetic --checkpoint "$tmp/none/ckpt"
+grep -q "epoch 1" "$tmp/out" && fail "checkpoint in a missing folder: trained first: $(cat "$tmp/out")"
+expect_error "checkpoint is a folder" "is a folder" --data synthetic --checkpoint "$tmp"
 expect_error "unwritable log" "--log $tmp/none/log: cannot open" --data synthetic --log "$tmp/none/log"
 
 "$bin" --help >"$tmp/help" 2>&1 || fail "--help exit status"

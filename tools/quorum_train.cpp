@@ -277,7 +277,7 @@ int main(int argc, char **argv) {
   app.add_option("--test-limit", test_limit, "use only the first N test examples (0: all)")
       ->check(CLI::NonNegativeNumber);
   app.add_option("--epochs", cfg.epochs, "epochs")
-      ->check(CLI::NonNegativeNumber)
+      ->check(CLI::Range(1, 1 << 30))
       ->capture_default_str();
   app.add_option("--batch", cfg.batch, "batch size per rank")
       ->check(CLI::Range(1, 1 << 16))
@@ -310,6 +310,7 @@ int main(int argc, char **argv) {
       ->check(CLI::Range(1, 1024))
       ->capture_default_str();
   app.add_option("--max-steps", cfg.max_steps, "stop at this global step (-1: all epochs)")
+      ->check(checks::steps_or_all())
       ->capture_default_str();
   app.add_option("--evals-per-epoch", cfg.evals_per_epoch,
                  "test-set evaluations per epoch, evenly spaced, the last at its end (finer "
@@ -534,9 +535,23 @@ int main(int argc, char **argv) {
     return 1;
   }
   const int rank = dist ? dist->rank() : 0;
+  // A resumed run with no step left trains nothing: no summary of a training.
+  const bool trained = result.global_step > result.start_step;
+  if (rank == 0 && !trained) {
+    const std::string where =
+        cfg.max_steps >= 0 && result.start_step >= cfg.max_steps
+            ? fmt::format("and --max-steps {} stops at step {}", cfg.max_steps, cfg.max_steps)
+            : fmt::format("at or past the end of its --epochs {} (give more to train on)",
+                          cfg.epochs);
+    std::printf("nothing to train: the run in %s is at step %lld, %s\n", cfg.resume_path.c_str(),
+                static_cast<long long>(result.start_step), where.c_str());
+  }
   if (rank == 0) {
     std::printf("done: %lld steps, params crc32 %08x\n", static_cast<long long>(result.global_step),
                 qt::params_crc32(result.params));
+    std::fflush(stdout);
+  }
+  if (rank == 0 && trained) {
     // One line for scripts: time and accuracy after every epoch.
     std::string curve;
     for (const auto &[seconds, accuracy] : observer.curve()) {

@@ -7,6 +7,18 @@
 
 namespace quorum::train_checks {
 
+CLI::Validator steps_or_all() {
+  return CLI::Validator(
+      [](std::string &text) {
+        char *end = nullptr;
+        const long long v = std::strtoll(text.c_str(), &end, 10);
+        if (end == text.c_str() || *end != '\0') return std::string();  // the conversion says it
+        return v == -1 || v > 0 ? std::string()
+                                : text + ": give -1 (all epochs) or a positive number of steps";
+      },
+      "-1 or >0");
+}
+
 std::string partial_only_misuse(const CLI::App &app, const std::string &mode) {
   if (mode == "solo" || mode == "majority") return "";
   for (const char *name : {"--drop-late", "--sync-epochs", "--partial-scale",

@@ -7,6 +7,9 @@
 
 namespace quorum::train_checks {
 
+// --max-steps: -1 (all epochs) or a positive number of steps.
+CLI::Validator steps_or_all();
+
 // The options of `app` that only the partial reductions use, given to a run
 // that reduces with `mode` ("sync", or "local" for one process without
 // --reduce): an error naming the first, or "".

@@ -169,7 +169,7 @@ Status train(const TrainConfig &cfg, Backend *backend, const DataSplit &data,
                std::vector<int32_t>(size_t(cfg.batch))};
   const auto run_start = Clock::now();
   const int64_t run_start_step = st.global_step;
-  result->global_step = st.global_step;
+  result->start_step = result->global_step = st.global_step;
   while (st.epoch < cfg.epochs && st.global_step < total_steps) {
     const std::vector<uint32_t> order = sampler.epoch_indices(st.epoch);
     EpochReport rep;

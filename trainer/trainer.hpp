@@ -95,7 +95,8 @@ class TrainObserver {
 };
 
 struct TrainResult {
-  int64_t global_step = 0;
+  int64_t start_step = 0;     // where this run began (a resume: the checkpoint's step)
+  int64_t global_step = 0;    // where it ended: the same when there was nothing to train
   EpochReport last;           // the last epoch (or partial epoch) reported
   std::vector<float> params;  // final parameters, host copy
 };

@@ -39,6 +39,10 @@ expect_error "no evaluations per epoch" "--evals-per-epoch" --evals-per-epoch 0 
 expect_error "cuda backend" "cuda" --backend cuda --data synthetic
 expect_error "missing checkpoint" "$tmp/nope" --data synthetic --resume "$tmp/nope"
 expect_error "diverging run" "training diverged" --data synthetic --batch 32 --epochs 2 --lr 1e6
+# Nothing to train.
+expect_error "--max-steps 0" "give -1 (all epochs) or a positive number of steps" \
+  --data synthetic --max-steps 0
+expect_error "--epochs 0" "--epochs" --data synthetic --epochs 0
 # Imbalance that would do nothing on this one process, or nothing at all.
 expect_error "slow rank on one process" "no other rank to be slower than" --data synthetic \
   --imbalance slow:0:10
@@ -101,6 +105,27 @@ grep -q 'resumed at step 70' "$tmp/rest" || fail "resume not reported: $(cat "$t
 want=$(grep '^done:' "$tmp/whole")
 got=$(grep '^done:' "$tmp/rest")
 [ -n "$want" ] && [ "$want" = "$got" ] || fail "resumed run ends with '$got', uninterrupted with '$want'"
+# Resuming the finished run, or at or past --max-steps, trains nothing and
+# says so, with no summary of a training that did not happen.
+cp "$tmp/ckpt" "$tmp/ckpt70"
+"$bin" "${common[@]}" --resume "$tmp/ckpt" --checkpoint "$tmp/ckpt" >/dev/null 2>&1 ||
+  fail "resumed run writing its checkpoint failed"
+"$bin" "${common[@]}" --resume "$tmp/ckpt" >"$tmp/finished" 2>&1 ||
+  fail "resume of the finished run: $(cat "$tmp/finished")"
+"$bin" "${common[@]}" --max-steps 70 --resume "$tmp/ckpt70" >"$tmp/at" 2>&1 ||
+  fail "resume at --max-steps: $(cat "$tmp/at")"
+"$bin" "${common[@]}" --max-steps 60 --resume "$tmp/ckpt70" >"$tmp/past" 2>&1 ||
+  fail "resume past --max-steps: $(cat "$tmp/past")"
+grep -q "nothing to train: the run in $tmp/ckpt is at step 128, at or past the end of its --epochs 2" \
+  "$tmp/finished" || fail "finished run: $(cat "$tmp/finished")"
+grep -q "nothing to train: .* at step 70, and --max-steps 70 stops at step 70" "$tmp/at" ||
+  fail "at --max-steps: $(cat "$tmp/at")"
+grep -q "nothing to train: .* at step 70, and --max-steps 60 stops at step 60" "$tmp/past" ||
+  fail "past --max-steps: $(cat "$tmp/past")"
+for f in finished at past; do
+  grep -q "^summary" "$tmp/$f" && fail "$f: a summary of no training: $(cat "$tmp/$f")"
+done
+[ "$(grep '^done:' "$tmp/finished")" = "$want" ] || fail "finished run: not the checkpoint's parameters"
 
 # Test images of another size than the model's (unchecked IDX files): refused.
 python3 "$(dirname "$0")/make_idx.py" "$tmp/idx32" 64 16 32

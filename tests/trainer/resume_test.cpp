@@ -1,5 +1,5 @@
-// resume_test.cpp: what train() refuses to resume, and that a diverging run keeps
-// its last good checkpoint.
+// resume_test.cpp: what train() refuses to resume, what a resume with nothing
+// left to do reports, and that a diverging run keeps its last good checkpoint.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -58,6 +58,29 @@ TEST_F(Training, DivergingRunKeepsTheLastGoodCheckpoint) {
   EXPECT_LT(s.global_step, 15) << "lr 1e6 should diverge within a few steps";
   for (float p : s.params) ASSERT_TRUE(std::isfinite(p)) << "step " << s.global_step;
   EXPECT_EQ(d.entries(), 1);
+}
+
+// Resuming a finished run, or at --max-steps, trains nothing and says so
+// through the result (start step = end step), with the checkpoint's parameters.
+TEST_F(Training, ResumeWithNothingLeftTrainsNothing) {
+  TempDir d;
+  TrainConfig first = cfg_;
+  first.checkpoint_path = d.file("ckpt");
+  const TrainResult whole = run(first);
+  TrainConfig again = cfg_;
+  again.resume_path = d.file("ckpt");
+  TrainResult r = run(again);
+  EXPECT_EQ(r.start_step, 48);
+  EXPECT_EQ(r.global_step, 48);
+  EXPECT_EQ(r.params, whole.params);
+  again.epochs = 4;
+  again.max_steps = 40;
+  r = run(again);
+  EXPECT_EQ(r.start_step, r.global_step);
+  again.max_steps = -1;
+  r = run(again);
+  EXPECT_EQ(r.start_step, 48);
+  EXPECT_EQ(r.global_step, 64);
 }
 
 }  // namespace

@@ -283,6 +283,7 @@ int main(int argc, char **argv) {
       ->check(CLI::Range(1, 1 << 16))
       ->capture_default_str();
   app.add_option("--lr", cfg.lr, "learning rate at --lr-reference-batch examples")
+      ->check(checks::finite())
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
   app.add_option("--lr-reference-batch", cfg.lr_reference_batch,
@@ -290,6 +291,7 @@ int main(int argc, char **argv) {
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
   app.add_option("--warmup-epochs", cfg.warmup_epochs, "linear warmup to the scaled rate")
+      ->check(checks::finite())
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   app.add_option(
@@ -298,9 +300,11 @@ int main(int argc, char **argv) {
       ->check(CLI::IsMember({"none", "cosine"}))
       ->capture_default_str();
   app.add_option("--momentum", cfg.momentum, "SGD momentum")
+      ->check(checks::finite())
       ->check(CLI::Range(0.0, 1.0))
       ->capture_default_str();
   app.add_option("--weight-decay", cfg.weight_decay, "L2 weight decay")
+      ->check(checks::finite())
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   app.add_option("--seed", cfg.seed, "seed of the initial weights and the data order")
@@ -349,6 +353,7 @@ int main(int argc, char **argv) {
   app.add_option("--sync-epochs", sync_epochs,
                  "solo/majority: reduce synchronously for the first E epochs (stale gradients "
                  "hurt most early; e.g. the warmup)")
+      ->check(checks::finite())
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   app.add_flag("--drop-late", drop_late,
@@ -358,6 +363,7 @@ int main(int argc, char **argv) {
                  "solo/majority: the post that activates a round (solo: the first; majority: "
                  "the drawn initiator's) waits this long before it does, so gradients ready "
                  "meanwhile are fresh in the round (0: at once, as in eager-SGD)")
+      ->check(checks::finite())
       ->check(CLI::Range(0.0, 10000.0))
       ->capture_default_str();
   std::string partial_scale = "world";

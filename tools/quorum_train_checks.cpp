@@ -3,9 +3,21 @@
 
 #include <fmt/format.h>
 
+#include <cmath>
 #include <cstdlib>
 
 namespace quorum::train_checks {
+
+CLI::Validator finite() {
+  return CLI::Validator(
+      [](std::string &text) {
+        char *end = nullptr;
+        const double v = std::strtod(text.c_str(), &end);
+        if (end == text.c_str() || *end != '\0') return std::string();  // the conversion says it
+        return std::isfinite(v) ? std::string() : text + " is not a finite number";
+      },
+      "FINITE");
+}
 
 CLI::Validator steps_or_all() {
   return CLI::Validator(

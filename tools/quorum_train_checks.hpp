@@ -7,6 +7,10 @@
 
 namespace quorum::train_checks {
 
+// A floating-point flag's value is a finite number. CLI11's range checks let
+// NaN through (every comparison with it is false) and take "inf".
+CLI::Validator finite();
+
 // --max-steps: -1 (all epochs) or a positive number of steps.
 CLI::Validator steps_or_all();
 

@@ -67,12 +67,16 @@ double params_sum(const std::vector<float> &params) {
 
 Status train(const TrainConfig &cfg, Backend *backend, const DataSplit &data,
              GradientReducer *reducer, TrainObserver *observer, TrainResult *result) {
-  if (cfg.batch <= 0 || cfg.epochs < 0 || cfg.lr <= 0 || cfg.momentum < 0 || cfg.weight_decay < 0 ||
-      cfg.evals_per_epoch < 1)
+  // Finite and at least lo (NaN fails every comparison, so test the good case).
+  auto in_range = [](double v, double lo) { return std::isfinite(v) && v >= lo; };
+  if (cfg.batch <= 0 || cfg.epochs < 0 || !in_range(cfg.lr, 0) || cfg.lr == 0 ||
+      !in_range(cfg.momentum, 0) || !in_range(cfg.weight_decay, 0) ||
+      !in_range(cfg.warmup_epochs, 0) || cfg.evals_per_epoch < 1)
     return fail(QUORUM_ERR_INVALID_ARG, kSub,
                 "bad hyper-parameters: batch {} epochs {} lr {} momentum {} weight decay {} "
-                "evaluations per epoch {}",
-                cfg.batch, cfg.epochs, cfg.lr, cfg.momentum, cfg.weight_decay, cfg.evals_per_epoch);
+                "warmup epochs {} evaluations per epoch {}",
+                cfg.batch, cfg.epochs, cfg.lr, cfg.momentum, cfg.weight_decay, cfg.warmup_epochs,
+                cfg.evals_per_epoch);
   ModelSpec spec;
   QUORUM_CHECK(find_model(cfg.model, &spec));
   const Dataset &tr = data.train;

@@ -1,8 +1,10 @@
 #!/bin/bash
 # cli_test.sh: quorum-train's command line: bad flags (and a diverging rate)
-# fail with a message, --help works, a short synthetic run writes JSON lines,
-# and --checkpoint / --resume through the CLI ends on the same parameters as an
-# uninterrupted run.
+# fail with a message, as do flags that would do nothing and a launcher's
+# environment quorum cannot join; --help works, a short synthetic run writes
+# JSON lines, --checkpoint / --resume through the CLI ends on the same
+# parameters as an uninterrupted run, a resume with nothing left says so, and
+# one on other data is refused.
 # Usage: cli_test.sh path/to/quorum-train
 set -u
 bin="$1"
@@ -39,6 +41,16 @@ expect_error "no evaluations per epoch" "--evals-per-epoch" --evals-per-epoch 0 
 expect_error "cuda backend" "cuda" --backend cuda --data synthetic
 expect_error "missing checkpoint" "$tmp/nope" --data synthetic --resume "$tmp/nope"
 expect_error "diverging run" "training diverged" --data synthetic --batch 32 --epochs 2 --lr 1e6
+# Non-finite values: range checks alone let NaN through (every comparison is false).
+expect_error "NaN lr" "--lr: nan is not a finite number" --data synthetic --lr nan
+expect_error "infinite lr" "--lr: inf is not a finite number" --data synthetic --lr inf
+expect_error "NaN warmup" "--warmup-epochs: nan is not a finite" --data synthetic --warmup-epochs nan
+expect_error "NaN momentum" "--momentum: NaN is not a finite" --data synthetic --momentum NaN
+expect_error "NaN weight decay" "--weight-decay: nan is not" --data synthetic --weight-decay nan
+expect_error "NaN sync epochs" "--sync-epochs: nan is not" --data synthetic --reduce solo \
+  --sync-epochs nan
+expect_error "NaN activation delay" "--activation-delay-ms: nan is not" --data synthetic \
+  --reduce solo --activation-delay-ms nan
 # Nothing to train.
 expect_error "--max-steps 0" "give -1 (all epochs) or a positive number of steps" \
   --data synthetic --max-steps 0

@@ -1,8 +1,10 @@
 // distributed_setup_test.cpp: what the distributed trainer checks before
 // training: an injected imbalance that would do nothing on the ranks there
-// are, and (ranks as threads on inproc) whether every rank could set up.
+// are, a non-finite --sync-epochs, and (ranks as threads on inproc) whether
+// every rank could set up.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <string>
 
 #include "quorum/quorum.h"
@@ -56,6 +58,20 @@ TEST(CollectiveReducer, RefusesAnImbalanceForAnotherWorld) {
     EXPECT_NE(std::string(last_error()).find("--imbalance 'slow:2:10' on 2 ranks"),
               std::string::npos)
         << last_error();
+  });
+}
+
+// NaN passes a range check (every comparison is false): create refuses it.
+TEST(CollectiveReducer, RefusesNonFiniteSyncEpochs) {
+  test::run_c_ranks(1, [](quorum_comm_t comm) {
+    for (double bad : {std::nan(""), double(INFINITY), -1.0}) {
+      ReducerOptions o;
+      o.mode = "solo";
+      o.sync_epochs = bad;
+      std::unique_ptr<CollectiveReducer> red;
+      EXPECT_EQ(CollectiveReducer::create(comm, o, nullptr, &red), QUORUM_ERR_INVALID_ARG) << bad;
+      EXPECT_NE(std::string(last_error()).find("--sync-epochs"), std::string::npos);
+    }
   });
 }
 

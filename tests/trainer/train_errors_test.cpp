@@ -2,6 +2,7 @@
 // observer's error, each with a clear message.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <string>
 
 #include "tests/trainer/train_fixture.hpp"
@@ -23,6 +24,22 @@ TEST_F(Training, RefusesTestImagesOfAnotherShape) {
   EXPECT_NE(std::string(last_error()).find("test split of data set 'synthetic' has 1x32x32"),
             std::string::npos)
       << last_error();
+}
+
+// NaN fails every comparison: a range check alone lets it through.
+TEST_F(Training, RefusesNonFiniteHyperParameters) {
+  const double nan = std::nan(""), inf = INFINITY;
+  for (double TrainConfig::*field : {&TrainConfig::lr, &TrainConfig::momentum,
+                                     &TrainConfig::weight_decay, &TrainConfig::warmup_epochs}) {
+    for (double bad : {nan, inf}) {
+      TrainConfig c = cfg_;
+      c.*field = bad;
+      TrainResult r;
+      EXPECT_EQ(try_run(c, &r), QUORUM_ERR_INVALID_ARG) << bad;
+      EXPECT_NE(std::string(last_error()).find("bad hyper-parameters"), std::string::npos);
+      EXPECT_EQ(r.global_step, 0);
+    }
+  }
 }
 
 // A distributed observer's replica check that cannot communicate fails the

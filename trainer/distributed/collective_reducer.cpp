@@ -42,6 +42,10 @@ Status CollectiveReducer::create(quorum_comm_t comm, const ReducerOptions &optio
     return fail(QUORUM_ERR_INVALID_ARG, "reducer", "--reduce '{}': expected sync, solo or majority",
                 options.mode);
   }
+  if (!std::isfinite(options.sync_epochs) || options.sync_epochs < 0)
+    return fail(QUORUM_ERR_INVALID_ARG, "reducer",
+                "--sync-epochs {}: expected a finite number of epochs, 0 or more",
+                options.sync_epochs);
   std::unique_ptr<CollectiveReducer> r(new CollectiveReducer());
   r->comm_ = comm;
   r->options_ = options;

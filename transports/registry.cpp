@@ -1,12 +1,11 @@
 // registry.cpp: the table of transports and the choice among them.
-#include <unistd.h>
-
 #include <algorithm>
 #include <cstdint>
 
 #include "runtime/knobs.hpp"
 #include "runtime/log.hpp"
 #include "transports/inproc/inproc_transport.hpp"
+#include "transports/process_key.hpp"
 #include "transports/transport.hpp"
 #include "transports/ucx/ucx_transport.hpp"
 
@@ -25,12 +24,14 @@ const std::vector<TransportInfo> &transport_table() {
 }
 
 namespace {
-// True if every rank runs in this process (ranks are threads).
+// True if every rank runs in this process (ranks are threads). Compared by
+// ProcessKey: processes in other PID namespaces or on other hosts may have
+// this process's pid.
 Status all_ranks_in_this_process(Bootstrap &bootstrap, bool *same) {
-  int64_t mine = static_cast<int64_t>(getpid());
-  std::vector<int64_t> all(static_cast<size_t>(bootstrap.size()));
+  const ProcessKey mine = ProcessKey::self();
+  std::vector<ProcessKey> all(static_cast<size_t>(bootstrap.size()));
   QUORUM_CHECK(bootstrap.allgather(&mine, all.data(), sizeof(mine)));
-  *same = std::all_of(all.begin(), all.end(), [&](int64_t p) { return p == mine; });
+  *same = std::all_of(all.begin(), all.end(), [&](const ProcessKey &k) { return k == mine; });
   return kOk;
 }
 }  // namespace

@@ -105,7 +105,7 @@ struct TransportInfo {
 // Registration happens in transports/registry.cpp (one line per transport).
 const std::vector<TransportInfo> &transport_table();
 // By name, or "auto": inproc when every rank is a thread of this process (found
-// by exchanging process ids through the bootstrap), else the highest-priority
+// by exchanging ProcessKeys through the bootstrap), else the highest-priority
 // transport that connects processes.
 Status create_transport(const std::string &name, Bootstrap &bootstrap,
                         std::unique_ptr<Transport> *out);

@@ -15,6 +15,7 @@
 #include "runtime/clock.hpp"
 #include "runtime/knobs.hpp"
 #include "runtime/log.hpp"
+#include "transports/process_key.hpp"
 
 namespace quorum {
 
@@ -68,8 +69,8 @@ std::map<uint64_t, std::weak_ptr<Mailbox>> g_registry;
 uint64_t g_next_id = 1;
 
 struct Address {
-  int32_t pid;
-  uint64_t id;
+  ProcessKey process;  // not the pid alone: other PID namespaces reuse pids
+  uint64_t id;         // the mailbox in g_registry (ids restart at 1 in every process)
 };
 
 Status deliver(PostedRecv &r, const void *data, size_t bytes, int peer_rank) {
@@ -104,7 +105,7 @@ class InprocTransport : public Transport {
     box_->dead_sources.assign(size_, false);
     box_->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     if (box_->efd < 0) return fail(QUORUM_ERR_TRANSPORT, "inproc", "eventfd: {}", strerror(errno));
-    Address mine{static_cast<int32_t>(getpid()), 0};
+    Address mine{ProcessKey::self(), 0};
     {
       std::lock_guard<std::mutex> lock(g_registry_mutex);
       mine.id = g_next_id++;
@@ -115,11 +116,12 @@ class InprocTransport : public Transport {
     peers_.resize(size_);
     std::lock_guard<std::mutex> lock(g_registry_mutex);
     for (int r = 0; r < size_; ++r) {
-      if (all[r].pid != mine.pid) {
+      if (all[r].process != mine.process) {
         return fail(QUORUM_ERR_TRANSPORT, "inproc",
-                    "rank {} is in process {}, rank {} in {}: inproc needs every rank in one "
-                    "process (use the ucx transport)",
-                    r, all[r].pid, rank_, mine.pid);
+                    "rank {} is in process {} (key {:016x}), rank {} in process {} (key {:016x}): "
+                    "inproc needs every rank in one process (use the ucx transport)",
+                    r, all[r].process.pid, all[r].process.nonce, rank_, mine.process.pid,
+                    mine.process.nonce);
       }
       auto it = g_registry.find(all[r].id);
       if (it == g_registry.end() || !(peers_[r] = it->second.lock())) {

@@ -235,6 +235,12 @@ Status Communicator::mem_alloc(size_t bytes, void **ptr) {
                   rank_, bytes, q, sizes[static_cast<size_t>(q)]);
     }
   }
+  // Equal on every rank (checked above), so every rank refuses it alike.
+  if (bytes > kMaxAllocBytes) {
+    return fail(QUORUM_ERR_INVALID_ARG, "api",
+                "mem_alloc: {} B is more than any process can map (at most {} B)", bytes,
+                kMaxAllocBytes);
+  }
   if (shm_) {
     QUORUM_CHECK(alloc_symmetric(*shm_, bytes, ptr));
     if (*ptr != nullptr) return kOk;

@@ -68,7 +68,8 @@ void FreeDeleter::operator()(void *p) const {
 }
 
 AlignedBuffer allocate_aligned(size_t bytes) {
-  size_t rounded = (bytes + 63) / 64 * 64;
+  size_t rounded = 0;
+  if (bytes > kMaxAllocBytes || !round_up(bytes, 64, &rounded)) return AlignedBuffer();
   if (rounded == 0) rounded = 64;
   void *p = std::aligned_alloc(64, rounded);
   if (p) std::memset(p, 0, rounded);

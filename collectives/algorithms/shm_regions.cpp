@@ -5,15 +5,25 @@
 #include <vector>
 
 #include "runtime/log.hpp"
+#include "runtime/memory.hpp"
 
 namespace quorum {
 
 Status ShmRegions::alloc(const ShmGroup &group, size_t bytes, void **out) {
   *out = nullptr;
   constexpr size_t kPage = 4096;
-  const size_t stride = std::max<size_t>(kPage, (bytes + kPage - 1) / kPage * kPage);
+  // The same decision on every rank: bytes and the group are the same there.
+  size_t stride = 0, total = 0;
+  if (bytes > kMaxAllocBytes || !round_up(std::max(bytes, kPage), kPage, &stride) ||
+      __builtin_mul_overflow(stride, static_cast<size_t>(group.size), &total) ||
+      total > kMaxAllocBytes) {
+    return fail(QUORUM_ERR_NO_MEMORY, "shm",
+                "symmetric buffer of {} B per rank for {} ranks is too big to map (at most {} B "
+                "in all)",
+                bytes, group.size, kMaxAllocBytes);
+  }
   std::unique_ptr<ShmSegment> seg;
-  QUORUM_CHECK(ShmSegment::create(group, stride * static_cast<size_t>(group.size), &seg));
+  QUORUM_CHECK(ShmSegment::create(group, total, &seg));
   uint32_t id = 0;
   {
     std::lock_guard<std::mutex> lock(mutex_);

@@ -97,7 +97,9 @@ quorum_status_t quorum_reduce_scatter(quorum_comm_t comm, const void *send, void
  * and receive buffers every rank took from here (any offsets) moves each byte
  * once per rank instead of copying it in and out of a shared segment.
  * Elsewhere it is plain memory. Free with quorum_mem_free (local) once no
- * rank uses the buffer in a collective any more. */
+ * rank uses the buffer in a collective any more. bytes of 0 or above 2^56 (more
+ * than any process can map) fail with QUORUM_ERR_INVALID_ARG; memory that
+ * cannot be had (or mapped for every rank) with QUORUM_ERR_NO_MEMORY. */
 quorum_status_t quorum_mem_alloc(quorum_comm_t comm, size_t bytes, void **ptr);
 quorum_status_t quorum_mem_free(quorum_comm_t comm, void *ptr);
 

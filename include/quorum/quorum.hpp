@@ -21,9 +21,10 @@ namespace quorum {
 
 class Error : public std::runtime_error {
  public:
-  explicit Error(quorum_status_t status)
-      : std::runtime_error(std::string(quorum_strerror(status)) + ": " + quorum_last_error()),
-        status_(status) {}
+  explicit Error(quorum_status_t status) : Error(status, quorum_last_error()) {}
+  // An error the wrapper finds itself (the C API was not called).
+  Error(quorum_status_t status, const std::string &detail)
+      : std::runtime_error(std::string(quorum_strerror(status)) + ": " + detail), status_(status) {}
   quorum_status_t status() const { return status_; }
 
  private:
@@ -197,6 +198,11 @@ template <typename T>
 class SharedBuffer {
  public:
   SharedBuffer(const Comm &comm, size_t count) : c_(comm.handle()), count_(count) {
+    if (count > SIZE_MAX / sizeof(T)) {
+      throw Error(QUORUM_ERR_INVALID_ARG, "SharedBuffer of " + std::to_string(count) +
+                                              " elements of " + std::to_string(sizeof(T)) +
+                                              " B: the size overflows size_t");
+    }
     void *p = nullptr;
     check(quorum_mem_alloc(c_, count * sizeof(T), &p));
     p_ = static_cast<T *>(p);

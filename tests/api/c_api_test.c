@@ -46,6 +46,11 @@ int main(void) {
   CHECK(quorum_mem_free(comm, shared) == QUORUM_OK);
   CHECK(quorum_mem_free(comm, shared) == QUORUM_ERR_INVALID_ARG);
   CHECK(quorum_mem_alloc(comm, 0, &shared) == QUORUM_ERR_INVALID_ARG);
+  /* Sizes whose rounding would wrap around: refused, no buffer handed out. */
+  CHECK(quorum_mem_alloc(comm, (size_t)-1, &shared) == QUORUM_ERR_INVALID_ARG && shared == NULL);
+  CHECK(strstr(quorum_last_error(), "18446744073709551615 B") != NULL);
+  CHECK(quorum_mem_alloc(comm, (size_t)-1 / 2, &shared) == QUORUM_ERR_INVALID_ARG &&
+        shared == NULL);
 
   /* Errors are status codes with a message, never a crash. */
   CHECK(quorum_allreduce(comm, NULL, out, 4, QUORUM_FLOAT32, QUORUM_SUM) == QUORUM_ERR_INVALID_ARG);

@@ -46,6 +46,14 @@ TEST(CppWrapper, AllreduceAndRequestsOverOob) {
         EXPECT_EQ(shared[99999], 3 + 3 * (99999 % 9));
       }
       try {
+        // count * 8 would wrap around to 8 B.
+        quorum::SharedBuffer<int64_t> huge(comm, SIZE_MAX / 8 + 2);
+        ADD_FAILURE() << "a SharedBuffer of " << huge.size() << " elements did not throw";
+      } catch (const quorum::Error &e) {
+        EXPECT_EQ(e.status(), QUORUM_ERR_INVALID_ARG);
+        EXPECT_NE(std::string(e.what()).find("overflows"), std::string::npos) << e.what();
+      }
+      try {
         comm.bcast(v.data(), 8, 17);
         ADD_FAILURE() << "bcast with root 17 did not throw";
       } catch (const quorum::Error &e) {

@@ -8,7 +8,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "collectives/algorithms/algorithm.hpp"
@@ -236,6 +238,34 @@ inline void SymmetricBuffers(Communicator &c) {
   EXPECT_EQ(c.mem_free(a), QUORUM_OK);
   EXPECT_EQ(c.mem_free(a), QUORUM_ERR_INVALID_ARG);
   EXPECT_EQ(c.mem_free(b), QUORUM_OK);
+  EXPECT_EQ(c.barrier(), QUORUM_OK);
+}
+
+// mem_alloc sizes whose rounding (to 64 B, to pages) or whose total over the
+// ranks (symmetric memory) would wrap around fail on every rank, naming the
+// size, and hand out no buffer; an ordinary allocation works afterwards.
+inline void HugeAllocationsAreRefused(Communicator &c) {
+  const size_t too_big[] = {SIZE_MAX,         SIZE_MAX - 1, SIZE_MAX - 63,     SIZE_MAX - 4095,
+                            SIZE_MAX / 2 + 1, SIZE_MAX / 2, kMaxAllocBytes + 1};
+  for (size_t bytes : too_big) {
+    void *p = &c;
+    EXPECT_EQ(c.mem_alloc(bytes, &p), QUORUM_ERR_INVALID_ARG) << bytes << " B";
+    EXPECT_EQ(p, nullptr) << bytes << " B";
+    EXPECT_NE(std::string(last_error()).find(std::to_string(bytes)), std::string::npos)
+        << last_error();
+  }
+  if (c.has_shm_channel() && c.size() > 1) {
+    // Fine for one rank, too much for all of them in one segment (no
+    // allocation is attempted: plain memory would not be had either).
+    void *p = &c;
+    EXPECT_EQ(c.mem_alloc(kMaxAllocBytes / 2 + 1, &p), QUORUM_ERR_NO_MEMORY);
+    EXPECT_EQ(p, nullptr);
+    EXPECT_NE(std::string(last_error()).find("too big to map"), std::string::npos) << last_error();
+  }
+  void *ok = nullptr;
+  ASSERT_EQ(c.mem_alloc(4096, &ok), QUORUM_OK) << last_error();
+  EXPECT_EQ(static_cast<uint8_t *>(ok)[4095], 0);
+  EXPECT_EQ(c.mem_free(ok), QUORUM_OK);
   EXPECT_EQ(c.barrier(), QUORUM_OK);
 }
 

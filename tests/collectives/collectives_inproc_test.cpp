@@ -23,6 +23,9 @@ TEST_P(Collectives, InPlaceOnSomeRanksOnly) {
 TEST_P(Collectives, SymmetricBuffers) {
   test::run_ranks(GetParam(), test::SymmetricBuffers);
 }
+TEST_P(Collectives, HugeAllocationsAreRefused) {
+  test::run_ranks(GetParam(), test::HugeAllocationsAreRefused);
+}
 TEST_P(Collectives, ZeroCopyOvertakesCopy) {
   test::run_ranks(GetParam(), test::ZeroCopyOvertakesCopy);
 }

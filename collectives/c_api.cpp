@@ -63,8 +63,13 @@ quorum_status_t quorum_init_oob(const quorum_oob_t *oob, quorum_comm_t *comm) {
 quorum_status_t quorum_finalize(quorum_comm_t comm) {
   CHECK_COMM(comm);
   Status s = comm->comm->finalize();
+  // Refused (requests in flight, INVALID_ARG): the handle stays valid, so
+  // that the caller can wait for them and finalize again.
+  if (!comm->comm->finalized()) return s;
   delete comm;
-  return s;
+  // INVALID_ARG tells the caller the handle is still valid: a failure of the
+  // closing itself (the transport's shutdown) must not read as that.
+  return s == QUORUM_ERR_INVALID_ARG ? QUORUM_ERR_TRANSPORT : s;
 }
 
 int quorum_comm_rank(quorum_comm_t comm) {

@@ -114,16 +114,46 @@ void Communicator::want_progress_thread() {
 
 Status Communicator::finalize(bool force) {
   if (finalized_) return kOk;
+  if (!force) {
+    const size_t live = live_.count();
+    if (live > 0) {
+      return fail(QUORUM_ERR_INVALID_ARG, "comm",
+                  "finalize on rank {}: {} request{} still in flight; wait for {} (or test until "
+                  "done), then finalize again (the communicator is still usable)",
+                  rank_, live, live == 1 ? " is" : "s are", live == 1 ? "it" : "them");
+    }
+  }
   // Objects still alive let go first (while the engine still runs).
   auto hooks = std::move(finalize_hooks_);
   finalize_hooks_.clear();
   for (auto &entry : hooks) entry.second();
   finalized_ = true;
-  if (engine_) engine_->stop_thread();
+  if (engine_) {
+    engine_->stop_thread();
+    abandon_requests();
+  }
+  live_.clear();
   Status s = kOk;
   if (transport_ && engine_) s = transport_->shutdown(*bootstrap_);
-  (void)force;
   return s;
+}
+
+void Communicator::abandon_requests() {
+  const size_t active = engine_->active_requests();
+  if (active == 0) return;
+  // The detail each aborted request reports.
+  fail(QUORUM_ERR_INVALID_ARG, "comm",
+       "rank {}: the communicator was finalized (forced) while {} request{} in flight; aborted",
+       rank_, active, active == 1 ? " was" : "s were");
+  const int64_t timeout_ms = knob_timeout_ms.get();
+  const size_t left =
+      engine_->abort_and_drain(QUORUM_ERR_INVALID_ARG, Deadline::after_ms(timeout_ms));
+  if (left > 0) {
+    QLOG_ERROR("comm",
+               "rank {}: {} aborted request(s) did not stop within {} ms; left allocated so that "
+               "no transfer writes into freed memory",
+               rank_, left, timeout_ms);
+  }
 }
 
 int Communicator::add_finalize_hook(std::function<void()> hook) {
@@ -164,6 +194,7 @@ Status Communicator::start(const CollArgs &args_in, RequestPtr *req, bool blocki
     auto sched = std::make_unique<Schedule>(coll_kind_name(args.kind));
     *req =
         std::make_shared<Request>(std::move(sched), Deadline::never(), coll_kind_name(args.kind));
+    if (!blocking) live_.add(*req);
     engine_->submit(*req);
     return s;
   }
@@ -194,6 +225,7 @@ Status Communicator::start(const CollArgs &args_in, RequestPtr *req, bool blocki
       std::make_shared<Request>(std::move(sched), Deadline::after_ms(knob_timeout_ms.get()), what);
   auto leases = std::make_shared<std::vector<ScratchPool::Lease>>(b.take_leases());
   request->on_complete = [leases](Status) mutable { leases->clear(); };
+  if (!blocking) live_.add(request);
   engine_->submit(request, blocking);
   *req = std::move(request);
   return kOk;
@@ -268,12 +300,16 @@ Status Communicator::mem_free(void *ptr) {
 
 Status Communicator::wait(const RequestPtr &req) {
   if (!req) return fail(QUORUM_ERR_INVALID_ARG, "api", "wait on a NULL request");
-  return engine_->wait(req);
+  Status s = engine_->wait(req);
+  live_.remove(req);
+  return s;
 }
 
 Status Communicator::test(const RequestPtr &req, bool *done) {
   if (!req || !done) return fail(QUORUM_ERR_INVALID_ARG, "api", "test on a NULL request");
-  return engine_->test(req, done);
+  Status s = engine_->test(req, done);
+  if (*done) live_.remove(req);
+  return s;
 }
 
 Status Communicator::iallreduce(const void *send, void *recv, size_t count, quorum_dtype_t dtype,

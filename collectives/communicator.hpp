@@ -15,6 +15,7 @@
 
 #include "collectives/algorithms/algorithm.hpp"
 #include "collectives/algorithms/allreduce_shm.hpp"
+#include "collectives/live_requests.hpp"
 #include "collectives/scratch_pool.hpp"
 #include "runtime/bootstrap/bootstrap.hpp"
 #include "runtime/memory.hpp"
@@ -37,9 +38,20 @@ class Communicator {
   Communicator(const Communicator &) = delete;
   Communicator &operator=(const Communicator &) = delete;
 
-  // Waits for nothing: fails with INVALID_ARG if requests are still in flight
-  // (unless force), else closes the transport (a barrier with the peers).
+  // Waits for nothing. While requests from the non-blocking calls are live
+  // (in flight, or done but not yet released by wait() or a test() that saw
+  // them done) it fails with INVALID_ARG naming how many and changes
+  // nothing: wait for them, then finalize again. Otherwise it releases the
+  // persistent objects still alive and closes the transport (a barrier with
+  // the peers). force (the destructor's): requests still in flight are
+  // aborted (they complete with INVALID_ARG) and driven until their transfers
+  // stop, so none outlives the engine, scratch buffers or transport it uses;
+  // a caller still holding one finds it complete, and must not wait on it
+  // through this communicator once it is destroyed.
   Status finalize(bool force = false);
+  bool finalized() const { return finalized_; }
+  // Requests handed out and not yet released (see finalize).
+  size_t live_requests() { return live_.count(); }
 
   int rank() const { return rank_; }
   int size() const { return size_; }
@@ -108,12 +120,15 @@ class Communicator {
   // over this communicator); empty when this communicator has none.
   Status make_shm_channel(std::unique_ptr<ShmChannel> *out);
 
-  // Starts a validated collective (used by the entry points above).
+  // Starts a validated collective (used by the entry points above). A
+  // non-blocking one stays live (see finalize) until wait/test releases it.
   Status start(const CollArgs &args, RequestPtr *req, bool blocking);
 
  private:
   Communicator() = default;
   Status run_local(const CollArgs &args);
+  // Forced finalize: aborts the requests in flight and waits until they stop.
+  void abandon_requests();
   // The ranks of this communicator as a shared-memory group (its allgather).
   ShmGroup shm_group();
 
@@ -143,6 +158,7 @@ class Communicator {
   uint64_t next_object_id_ = 0;
   bool signature_check_ = false;
   bool finalized_ = false;
+  LiveRequests live_;
   std::map<int, std::function<void()>> finalize_hooks_;
   int next_hook_id_ = 0;
 };

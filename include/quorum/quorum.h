@@ -65,6 +65,11 @@ const char *quorum_version(void);
 
 quorum_status_t quorum_init(quorum_comm_t *comm);
 quorum_status_t quorum_init_oob(const quorum_oob_t *oob, quorum_comm_t *comm);
+/* Closes the communicator and frees the handle. While requests from it are
+ * live (not yet released by quorum_wait, or by a quorum_test that set *done)
+ * it fails with QUORUM_ERR_INVALID_ARG naming how many and changes nothing:
+ * the handle stays valid, to wait for them and finalize again. Any other
+ * outcome (QUORUM_OK or a failed shutdown) frees the handle. */
 quorum_status_t quorum_finalize(quorum_comm_t comm);
 int quorum_comm_rank(quorum_comm_t comm);
 int quorum_comm_size(quorum_comm_t comm);

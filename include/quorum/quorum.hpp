@@ -151,11 +151,19 @@ class Comm {
   Comm(Comm &&o) noexcept : c_(std::exchange(o.c_, nullptr)) {}
   Comm &operator=(Comm &&) = delete;
   Comm(const Comm &) = delete;
+  // Destroyed while Requests it started are still alive (moved out of its
+  // scope), the communicator stays open for them (never finalized, its
+  // memory not freed): call finalize() after waiting them instead.
   ~Comm() {
     if (c_) quorum_finalize(c_);
   }
+  // Throws INVALID_ARG, and keeps the communicator usable, while Requests
+  // from it are in flight: wait them, then finalize again.
   void finalize() {
-    if (c_) check(quorum_finalize(std::exchange(c_, nullptr)));
+    if (!c_) return;
+    quorum_status_t s = quorum_finalize(c_);
+    if (s != QUORUM_ERR_INVALID_ARG) c_ = nullptr;  // INVALID_ARG: refused, handle still valid
+    check(s);
   }
 
   int rank() const { return quorum_comm_rank(c_); }

@@ -228,6 +228,29 @@ void ProgressEngine::abort_all(Status status) {
   }
 }
 
+size_t ProgressEngine::abort_and_drain(Status status, Deadline deadline) {
+  abort_all(status);
+  for (;;) {
+    const bool made = progress_once();
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (active_.empty()) return 0;
+      if (deadline.expired()) {
+        const size_t left = active_.size();
+        static_cast<void>(new std::list<RequestPtr>(std::move(active_)));  // leaked on purpose
+        active_.clear();
+        return left;
+      }
+    }
+    if (!made) std::this_thread::sleep_for(std::chrono::microseconds(20));
+  }
+}
+
+size_t ProgressEngine::active_requests() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return active_.size();
+}
+
 void ProgressEngine::thread_main() {
   set_log_rank(rank_);
   if (thread_init_) thread_init_();

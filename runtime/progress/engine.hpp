@@ -127,6 +127,12 @@ class ProgressEngine {
 
   // Fails every active request (dead peer seen by the communicator).
   void abort_all(Status status);
+  // abort_all, then progress until every aborted request has completed (its
+  // transfers stopped: nothing touches its buffers any more) or the deadline
+  // passes. Requests that did not stop by then are leaked, never freed, so
+  // that nothing frees what a transfer may still write. Returns how many.
+  size_t abort_and_drain(Status status, Deadline deadline);
+  size_t active_requests();
 
  private:
   bool progress_locked();

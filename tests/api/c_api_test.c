@@ -27,6 +27,13 @@ int main(void) {
   CHECK(quorum_iallreduce(comm, QUORUM_IN_PLACE, out, 4, QUORUM_FLOAT32, QUORUM_MAX, &req) ==
         QUORUM_OK);
   CHECK(quorum_wait(req) == QUORUM_OK);
+  /* A request not yet waited for keeps finalize from freeing the handle. */
+  CHECK(quorum_iallreduce(comm, QUORUM_IN_PLACE, out, 4, QUORUM_FLOAT32, QUORUM_SUM, &req) ==
+        QUORUM_OK);
+  CHECK(quorum_finalize(comm) == QUORUM_ERR_INVALID_ARG);
+  CHECK(strstr(quorum_last_error(), "1 request is still in flight") != NULL);
+  CHECK(quorum_barrier(comm) == QUORUM_OK);
+  CHECK(quorum_wait(req) == QUORUM_OK);
   CHECK(quorum_barrier(comm) == QUORUM_OK);
   char buf[8] = "abc";
   CHECK(quorum_bcast(comm, buf, 4, 0) == QUORUM_OK);

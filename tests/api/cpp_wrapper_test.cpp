@@ -89,6 +89,37 @@ TEST(CppWrapper, AllreduceAndRequestsOverOob) {
   for (auto &t : threads) t.join();
 }
 
+// finalize() with a Request in flight throws and keeps the Comm usable; once
+// the Request is waited it finalizes.
+TEST(CppWrapper, FinalizeWithARequestInFlight) {
+  constexpr int p = 2;
+  auto group = quorum::ThreadGroup::create(p);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < p; ++r) {
+    threads.emplace_back([group, r] {
+      ThreadOob ctx{group, r};
+      quorum_oob_t oob{r, p, thread_allgather, &ctx};
+      quorum::Comm comm(oob);
+      std::vector<int32_t> in(100, r + 1), v(100, 0);
+      quorum::Request req = comm.iallreduce(in.data(), v.data(), v.size());
+      try {
+        comm.finalize();
+        ADD_FAILURE() << "finalize with a request in flight did not throw";
+      } catch (const quorum::Error &e) {
+        EXPECT_EQ(e.status(), QUORUM_ERR_INVALID_ARG);
+        EXPECT_NE(std::string(e.what()).find("in flight"), std::string::npos) << e.what();
+      }
+      ASSERT_NE(comm.handle(), nullptr);
+      comm.barrier();
+      req.wait();
+      EXPECT_EQ(v[99], 3);
+      comm.finalize();
+      EXPECT_EQ(comm.handle(), nullptr);
+    });
+  }
+  for (auto &t : threads) t.join();
+}
+
 TEST(CppWrapper, OobWithBadArgumentsIsRejected) {
   quorum_oob_t oob{3, 2, thread_allgather, nullptr};
   quorum_comm_t c = nullptr;

@@ -8,6 +8,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <limits>
 #include <random>
 #include <vector>
 
@@ -17,7 +18,8 @@ namespace quorum {
 
 namespace {
 
-// Maps the named object; creates (and sizes) it first when `create`.
+// Maps the named object; creates (and sizes) it first when `create`. A
+// failure after creating it removes the name again.
 Status map_segment(const std::string &name, size_t bytes, bool create, uint8_t **base) {
   int flags = create ? (O_RDWR | O_CREAT | O_EXCL) : O_RDWR;
   int fd = shm_open(name.c_str(), flags, 0600);
@@ -29,6 +31,7 @@ Status map_segment(const std::string &name, size_t bytes, bool create, uint8_t *
     int rc = posix_fallocate(fd, 0, static_cast<off_t>(bytes));
     if (rc != 0) {
       close(fd);
+      shm_unlink(name.c_str());
       return fail(QUORUM_ERR_NO_MEMORY, "shm", "posix_fallocate {} ({} B): {}", name, bytes,
                   std::strerror(rc));
     }
@@ -40,10 +43,12 @@ Status map_segment(const std::string &name, size_t bytes, bool create, uint8_t *
     }
   }
   void *p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  const int mmap_errno = errno;
   close(fd);
   if (p == MAP_FAILED) {
+    if (create) shm_unlink(name.c_str());
     return fail(QUORUM_ERR_NO_MEMORY, "shm", "mmap {} ({} B): {}", name, bytes,
-                std::strerror(errno));
+                std::strerror(mmap_errno));
   }
   *base = static_cast<uint8_t *>(p);
   return kOk;
@@ -86,8 +91,20 @@ Status ShmSegment::create(const ShmGroup &group, size_t bytes, std::unique_ptr<S
   std::unique_ptr<ShmSegment> seg(new ShmSegment());
   seg->name_ = fmt::format("/quorum-{}-{:016x}", seeds[0].pid, seeds[0].random);
   seg->bytes_ = bytes;
+  if (bytes == 0 || bytes > static_cast<size_t>(std::numeric_limits<off_t>::max())) {
+    // The same on every rank (bytes is): no segment anywhere.
+    QLOG_INFO("shm", "no shared-memory segment of {} B (not a size a file can have)", bytes);
+    return kOk;
+  }
 
   bool created = rank == 0 && map_segment(seg->name_, bytes, true, &seg->base_) == kOk;
+  // From here on rank 0 removes the name on every way out (the mapping stays).
+  struct Unlink {
+    const std::string *name;
+    ~Unlink() {
+      if (name) shm_unlink(name->c_str());
+    }
+  } unlink_at_exit{created ? &seg->name_ : nullptr};
   bool all_ok = false;
   std::vector<int32_t> flags(static_cast<size_t>(group.size));
   int32_t root_ok = created ? 1 : 0;
@@ -98,8 +115,6 @@ Status ShmSegment::create(const ShmGroup &group, size_t bytes, std::unique_ptr<S
   }
   bool mapped = rank == 0 || map_segment(seg->name_, bytes, false, &seg->base_) == kOk;
   Status s = agree(group, mapped, &all_ok);
-  // Every rank has mapped it (or given up): the name is no longer needed.
-  if (rank == 0) shm_unlink(seg->name_.c_str());
   if (s != kOk) return s;
   if (!all_ok) {
     QLOG_INFO("shm", "no shared-memory segment: a rank could not map {}", seg->name_);

@@ -23,6 +23,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <optional>
 #include <string>
@@ -381,6 +382,21 @@ class Job {
 
 }  // namespace
 
+// --timeout and --grace: seconds from 0 to 1e9 (about 31 years), so that
+// seconds x 1000 is a valid int64 count of milliseconds and the deadline
+// stays on the clock. NaN and infinities are refused.
+const CLI::Validator kSeconds(
+    [](std::string &text) -> std::string {
+      constexpr double kMaxSeconds = 1e9;
+      char *end = nullptr;
+      const double seconds = std::strtod(text.c_str(), &end);
+      if (text.empty() || *end != '\0' || !(seconds >= 0 && seconds <= kMaxSeconds)) {
+        return "expected seconds from 0 to 1000000000, got '" + text + "'";
+      }
+      return std::string();
+    },
+    "SECONDS", "seconds");
+
 int main(int argc, char **argv) {
   CLI::App app{
       "quorum-run: start N ranks of a program on this host, with a TCP store for "
@@ -389,10 +405,12 @@ int main(int argc, char **argv) {
   double timeout_s = 0;
   double grace_s = 5;
   app.add_option("-n,--np", size, "Number of ranks")->required()->check(CLI::Range(1, 4096));
-  app.add_option("--timeout", timeout_s, "Terminate the job after this many seconds (exit 124)")
-      ->check(CLI::NonNegativeNumber);
-  app.add_option("--grace", grace_s, "Seconds between SIGTERM and SIGKILL when ending ranks")
-      ->check(CLI::NonNegativeNumber);
+  app.add_option("--timeout", timeout_s,
+                 "Terminate the job after this many seconds (exit 124); 0 to 1e9")
+      ->check(kSeconds);
+  app.add_option("--grace", grace_s,
+                 "Seconds between SIGTERM and SIGKILL when ending ranks; 0 to 1e9")
+      ->check(kSeconds);
   bool keep_going = false;
   app.add_flag("--keep-going", keep_going,
                "When a rank fails, let the others run on (each bounded by its own "

@@ -124,6 +124,24 @@ TEST(QuorumRun, MissingProgram) {
   EXPECT_TRUE(contains(r.output, "/nonexistent/program")) << r.output;
 }
 
+// Seconds beyond 1e9, infinite or NaN are refused up front (multiplied into
+// int64 milliseconds they would be undefined behaviour); 1e9 itself works.
+TEST(QuorumRun, TimeoutAndGraceAreBounded) {
+  for (const char *flags :
+       {"--timeout nan", "--timeout 1e300", "--timeout inf", "--timeout 1000000001", "--timeout -1",
+        "--grace nan", "--grace 1e19"}) {
+    Result r = run(quote(g_quorum_run) + " -n 1 " + flags + " -- " + quote(g_check));
+    EXPECT_NE(r.exit_code, 0) << flags << ": " << r.output;
+    const std::string flag = std::string(flags).substr(0, std::string(flags).find(' '));
+    EXPECT_TRUE(contains(r.output, flag)) << r.output;
+    EXPECT_TRUE(contains(r.output, "expected seconds from 0 to 1000000000")) << r.output;
+    EXPECT_FALSE(contains(r.output, "bootstrap store ok")) << "the job ran: " << r.output;
+  }
+  Result r = run(quote(g_quorum_run) + " -n 1 --timeout 1e9 --grace 1e9 -- " + quote(g_check) +
+                 " --expect-size 1");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+}
+
 TEST(QuorumRun, UsageErrors) {
   EXPECT_NE(run(quote(g_quorum_run) + " -- " + quote(g_check)).exit_code, 0);  // no -n
   EXPECT_NE(run(quote(g_quorum_run) + " -n 0 " + quote(g_check)).exit_code, 0);

@@ -16,6 +16,7 @@
 #include "collectives/algorithms/algorithm.hpp"
 #include "collectives/algorithms/allreduce_shm.hpp"
 #include "collectives/live_requests.hpp"
+#include "collectives/object_ids.hpp"
 #include "collectives/scratch_pool.hpp"
 #include "runtime/bootstrap/bootstrap.hpp"
 #include "runtime/memory.hpp"
@@ -106,8 +107,8 @@ class Communicator {
   void want_progress_thread();
   // Sequence numbers of ordinary collectives (same order on every rank).
   uint64_t next_sequence() { return next_seq_++; }
-  // A fresh id for a persistent object (partial collective), same on every rank.
-  uint64_t next_object_id() { return next_object_id_++; }
+  // Ids of persistent objects (partial collectives), the same on every rank.
+  ObjectIds &object_ids() { return object_ids_; }
   bool signature_check() const { return signature_check_; }
 
   // Persistent objects (partial collectives) register what lets go of this
@@ -155,7 +156,7 @@ class Communicator {
   FastPathKnobs fast_;
   std::string progress_mode_;
   std::atomic<uint64_t> next_seq_{0};
-  uint64_t next_object_id_ = 0;
+  ObjectIds object_ids_;
   bool signature_check_ = false;
   bool finalized_ = false;
   LiveRequests live_;

@@ -23,6 +23,9 @@ namespace quorum {
 using partial::majority_initiator;
 using partial::round_seq;
 
+static_assert(ObjectIds::kBits == partial::kObjectBits,
+              "live objects' ids must differ in the bits their tags keep");
+
 namespace {
 
 // Header layout (int64, reduced with SUM): round id (low 32 bits), count of
@@ -110,7 +113,9 @@ Status PartialAllreduce::create(Communicator &comm, size_t count, quorum_dtype_t
   p->op_ = op;
   p->bytes_ = count * dtype_size(dtype);
   p->opts_ = options;
-  p->object_id_ = comm.next_object_id();
+  // Before any collective step: every rank refuses alike when all ids are taken.
+  QUORUM_CHECK(comm.object_ids().acquire(&p->object_id_));
+  p->holds_object_id_ = true;
   p->joined_ = p->waited_ = options.first_round;
   p->bitmap_words_ = (static_cast<size_t>(p->size_) + 31) / 32;
   p->header_words_ = kHdrBitmaps + 2 * p->bitmap_words_;
@@ -244,6 +249,10 @@ Status PartialAllreduce::release() {
   auto lock = lock_engine();
   rounds_.clear();
   sends_.clear();
+  // Its tags are free for a later object (after destroy, no message of this
+  // one is left anywhere).
+  if (holds_object_id_) comm_.object_ids().release(object_id_);
+  holds_object_id_ = false;
   return s;
 }
 
@@ -381,11 +390,21 @@ Status PartialAllreduce::agree_on_options(bool *symmetric) {
   struct Wish {
     int64_t radix;
     int64_t symmetric;  // shared memory and the shm allreduce for the rounds
-  } mine{knob_partial_activation_radix.get(), shm_ && allreduce_uses_shm() ? 1 : 0};
+    uint64_t object_id;
+  } mine{knob_partial_activation_radix.get(), shm_ && allreduce_uses_shm() ? 1 : 0, object_id_};
   if (mine.radix <= 0) mine.radix = shm_ ? size_ : 2;
   mine.radix = std::clamp<int64_t>(mine.radix, 2, std::max(2, size_));
   std::vector<Wish> all(static_cast<size_t>(size_));
   QUORUM_CHECK(comm_.allgather(&mine, all.data(), sizeof(Wish)));
+  for (int q = 0; q < size_; ++q) {
+    if (all[q].object_id != object_id_) {
+      return fail(QUORUM_ERR_MISMATCH, "partial",
+                  "partial_create: rank {} made object #{}, rank {} #{}: partial objects must be "
+                  "created and destroyed in the same order on every rank (was one freed on some "
+                  "ranks only?)",
+                  rank_, object_id_, q, all[q].object_id);
+    }
+  }
   activation_radix_ = static_cast<int>(all[0].radix);  // one tree: rank 0's
   *symmetric = true;  // symmetric round buffers only if every rank can use them
   for (const Wish &w : all) *symmetric = *symmetric && w.symmetric == 1;

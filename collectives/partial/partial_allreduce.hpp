@@ -72,9 +72,11 @@
 //   ranks' round buffers (the shm allreduce's zero-copy path).
 // - Tags: [object id: 8 bits][round: low 20 bits] in the sequence field; at most
 //   A+2 rounds of one object are in flight and A < 2^19, so the low bits are
-//   unambiguous. Object ids come from Communicator::next_object_id() (creation
-//   is collective); two live objects whose ids differ by a multiple of 256
-//   would share tags.
+//   unambiguous. Object ids come from the communicator's ObjectIds (creation
+//   and destroy are collective, so every rank picks the same id; creation
+//   checks it): live objects' ids differ in their low 8 bits, so at most 256
+//   objects live on a communicator at once (the 257th create fails with
+//   NO_MEMORY). An object's id is free again once it is destroyed (or freed).
 // - flush() is collective: a synchronous round in which every rank gives up its
 //   whole accumulator; with carry, after flush the sum of all results equals the
 //   sum of all posts. It must be called at the same round on every rank, with no
@@ -247,6 +249,7 @@ class PartialAllreduce {
   quorum_op_t op_ = QUORUM_SUM;
   PartialOptions opts_;
   uint64_t object_id_ = 0;
+  bool holds_object_id_ = false;  // released with the object's tags (release())
   int poller_id_ = -1;
   size_t header_words_ = 0;
   size_t bitmap_words_ = 0;

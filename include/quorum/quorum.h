@@ -128,6 +128,9 @@ typedef struct {
   int own_fresh;            /* 1 if this rank's post made it into this round */
   int initiator;            /* rank whose post activated the round (-1 for a synchronous round) */
 } quorum_round_info_t;
+/* Collective, in the same order on every rank. At most 256 partial objects
+ * live on a communicator at once (their ids share 8 bits of every message
+ * tag): one more fails with QUORUM_ERR_NO_MEMORY until one is destroyed. */
 quorum_status_t quorum_partial_create(quorum_comm_t comm, size_t count, quorum_dtype_t dtype,
                                       quorum_op_t op, const quorum_partial_opts_t *opts,
                                       quorum_partial_t *partial);

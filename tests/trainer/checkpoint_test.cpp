@@ -54,15 +54,18 @@ TEST(Checkpoint, RoundTripAtomic) {
   EXPECT_EQ(b.global_step, 18);
 }
 
+// The bytes of sample_state() saved as a checkpoint at path.
+std::string saved_sample_bytes(const std::string &path) {
+  EXPECT_EQ(save_checkpoint(path, sample_state()), kOk);
+  std::ifstream f(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(f), {}};
+}
+
 TEST(Checkpoint, RejectsCorruptTruncatedAndForeignFiles) {
   TempDir d;
   const std::string path = d.file("ckpt");
-  ASSERT_EQ(save_checkpoint(path, sample_state()), kOk);
-  std::string bytes;
-  {
-    std::ifstream f(path, std::ios::binary);
-    bytes.assign(std::istreambuf_iterator<char>(f), {});
-  }
+  std::string bytes = saved_sample_bytes(path);
+  ASSERT_FALSE(bytes.empty());
   TrainingState s;
   auto expect_rejected = [&](const std::string &content, const char *why) {
     std::ofstream(path, std::ios::binary) << content;
@@ -120,12 +123,8 @@ TEST(Checkpoint, RejectsImpossiblePositions) {
 TEST(Checkpoint, RefusesTheOlderFormat) {
   TempDir d;
   const std::string path = d.file("ckpt");
-  ASSERT_EQ(save_checkpoint(path, sample_state()), kOk);
-  std::string bytes;
-  {
-    std::ifstream f(path, std::ios::binary);
-    bytes.assign(std::istreambuf_iterator<char>(f), {});
-  }
+  std::string bytes = saved_sample_bytes(path);
+  ASSERT_FALSE(bytes.empty());
   bytes[8] = 1;  // the version, after the magic; then a valid CRC again
   const uint32_t crc =
       uint32_t(crc32(0L, reinterpret_cast<const Bytef *>(bytes.data()), uInt(bytes.size() - 4)));

@@ -213,16 +213,19 @@ void UcxTransport::expire_cancelled_sends() {
     peer->ep = nullptr;
     if (UCS_PTR_IS_PTR(closing)) closing_.push_back(closing);
   }
-  // Requests of forced closes are freed once UCX completed them.
-  closing_.erase(std::remove_if(closing_.begin(), closing_.end(),
-                                [](void *request) {
-                                  if (ucp_request_check_status(request) == UCS_INPROGRESS) {
-                                    return false;
-                                  }
-                                  ucp_request_free(request);
-                                  return true;
-                                }),
-                 closing_.end());
+  free_finished(&closing_);  // requests of forced closes, once UCX completed them
+}
+
+void UcxTransport::free_finished(std::vector<void *> *requests) {
+  requests->erase(std::remove_if(requests->begin(), requests->end(),
+                                 [](void *request) {
+                                   if (ucp_request_check_status(request) == UCS_INPROGRESS) {
+                                     return false;
+                                   }
+                                   ucp_request_free(request);
+                                   return true;
+                                 }),
+                  requests->end());
 }
 
 void UcxTransport::withdraw(Op *op) {

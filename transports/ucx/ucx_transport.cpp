@@ -346,15 +346,7 @@ void UcxTransport::close_endpoints(Deadline deadline, bool force) {
     in_progress_ = true;
     drive_worker();
     in_progress_ = false;
-    closing.erase(std::remove_if(closing.begin(), closing.end(),
-                                 [](void *request) {
-                                   if (ucp_request_check_status(request) == UCS_INPROGRESS) {
-                                     return false;
-                                   }
-                                   ucp_request_free(request);
-                                   return true;
-                                 }),
-                  closing.end());
+    free_finished(&closing);
     if (closing.empty()) break;
     if (deadline.expired()) {
       QLOG_WARN("ucx", "rank {}: {} endpoints still closing at the deadline; releasing anyway",

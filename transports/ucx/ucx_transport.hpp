@@ -113,6 +113,8 @@ class UcxTransport : public Transport {
   // grace ago, its peer is declared failed and its endpoint closed by force,
   // which releases every send to it.
   void expire_cancelled_sends();
+  // Frees and removes the UCX requests (endpoint closes) that completed.
+  static void free_finished(std::vector<void *> *requests);
   void complete(TransportRequest *req, Status status, size_t bytes);
   // Runs ucp_worker_progress until idle (bounded); true if UCX did anything.
   bool drive_worker();

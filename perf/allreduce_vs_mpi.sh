@@ -8,20 +8,27 @@
 # Builds nothing. Runs, ROUNDS times and alternating: quorum-bench (2 ranks under
 # quorum-run) on ordinary buffers and on buffers from quorum_mem_alloc
 # (--shared-buffers: the zero-copy path), perf/mpi_allreduce_bench (2 ranks
-# under mpirun, shared memory), perf/memcpy_bw (one thread); float32 sum, sizes
-# MIN_BYTES..MAX_BYTES (x2).
+# under mpirun, shared memory), perf/memcpy_bw (one thread) at the same sizes and
+# once more at MEMBW_BYTES (default 256M, beyond any last-level cache: the
+# memory-bandwidth limit); float32 sum, sizes MIN_BYTES..MAX_BYTES (x2).
 # PER_SIZE=1 alternates the three programs for every size instead of every
 # sweep (slower: one launch per size, but drift cannot separate them).
 # Prints per size the median over rounds of quorum busbw, MPI busbw (out of
 # place), their ratio, memcpy GB/s and quorum/memcpy, the same two ratios for
 # quorum on mem_alloc buffers ("shared"), quorum/memcpy in place on both kinds
-# of buffer ("qi", "si": gradients are reduced in place), and writes them as JSON
+# of buffer ("qi", "si": gradients are reduced in place), then the memory-bandwidth
+# limit ("membw": memcpy at MEMBW_BYTES) and quorum/membw on both kinds of buffer,
+# out of place and in place ("q/mbw", "qi/mbw", "s/mbw", "si/mbw"). Below the
+# cache's size the per-size memcpy runs from cache, not memory, so the two
+# columns differ there; from the sizes where the buffers leave the cache they
+# agree. It writes them as JSON
 # to OUT_JSON (default results/allreduce_vs_mpi.json, results/ is not tracked).
 # Plot: perf/plot_allreduce.py.
 set -euo pipefail
 
 if [[ $# -lt 1 || ! -d $1 ]]; then
-  echo "usage: $0 BUILD_DIR [OUT_JSON]   (env: ROUNDS=3 MIN_BYTES=8 MAX_BYTES=64M PER_SIZE=0)" >&2
+  echo "usage: $0 BUILD_DIR [OUT_JSON]   (env: ROUNDS=3 MIN_BYTES=8 MAX_BYTES=64M PER_SIZE=0" \
+    "MEMBW_BYTES=256M)" >&2
   exit 2
 fi
 build=$(cd "$1" && pwd)
@@ -31,6 +38,7 @@ rounds=${ROUNDS:-3}
 min_bytes=${MIN_BYTES:-8}
 max_bytes=${MAX_BYTES:-64M}
 per_size=${PER_SIZE:-0}
+membw_bytes=${MEMBW_BYTES:-256M}
 nranks=2
 
 bench=$build/tools/quorum-bench
@@ -79,6 +87,7 @@ run_round() {  # $1 = round, $2 = size or "sweep"
   "${mpirun_cmd[@]}" "$mpi_bench" -b "$b" -e "$e" -J >"$tmp/m.$r.$2.jsonl" 2>"$tmp/m.$r.$2.log" ||
     { echo "$0: mpi_allreduce_bench failed:" >&2; cat "$tmp/m.$r.$2.log" >&2; exit 1; }
   "$memcpy_bw" -b "$b" -e "$e" -J >"$tmp/c.$r.$2.jsonl"
+  "$memcpy_bw" -b "$membw_bytes" -e "$membw_bytes" -J >"$tmp/w.$r.$2.jsonl"
 }
 
 for ((r = 1; r <= rounds; ++r)); do
@@ -123,8 +132,12 @@ m_bus = collect("m", oop("busbw_gbs"))
 m_time = collect("m", oop("time_us"))
 m_wrong = collect("m", oop("wrong"))
 c_bw = collect("c", lambda row: row["memcpy_gbs"])
+w_rows = collect("w", lambda row: row["memcpy_gbs"])
+w_size, w_bws = next(iter(w_rows.items()))
 
 med = lambda xs: statistics.median(xs) if xs else float("nan")
+wb = med(w_bws)
+per_w = lambda x: x / wb if wb > 0 and x == x else None
 rows = []
 for size in sorted(set(q_bus) & set(m_bus)):
     qb, mb, cb = med(q_bus[size]), med(m_bus[size]), med(c_bw.get(size, []))
@@ -144,6 +157,9 @@ for size in sorted(set(q_bus) & set(m_bus)):
         "ratio_shared_memcpy": sb / cb if cb > 0 else None,
         "shared_inplace_busbw_gbs": si,
         "ratio_shared_inplace_memcpy": si / cb if cb > 0 else None,
+        "membw_gbs": wb,
+        "ratio_quorum_membw": per_w(qb), "ratio_quorum_inplace_membw": per_w(qi),
+        "ratio_shared_membw": per_w(sb), "ratio_shared_inplace_membw": per_w(si),
         "quorum_wrong": sum(w or 0 for w in q_wrong[size]) + sum(w or 0 for w in s_wrong.get(size, [])),
         "mpi_wrong": sum(w or 0 for w in m_wrong[size]),
         "rounds": len(q_bus[size]),
@@ -153,7 +169,8 @@ print(f"# allreduce float32 sum, {nranks} ranks, out-of-place busbw (GB/s = 1e9 
       f"in place), median of {rounds} rounds")
 print(f"#{'size':>11} {'quorum':>9} {'mpi':>9} {'q/mpi':>7} {'memcpy':>9} {'q/memcpy':>9}"
       f" {'shared':>9} {'s/mpi':>7} {'s/memcpy':>9} {'qi/memcpy':>9} {'si/memcpy':>9}"
-      f" {'q_us':>10} {'mpi_us':>10} {'#wrong':>6}")
+      f" {'q_us':>10} {'mpi_us':>10} {'#wrong':>6}"
+      f" {'membw':>7} {'q/mbw':>6} {'qi/mbw':>6} {'s/mbw':>6} {'si/mbw':>6}")
 fmt = lambda x, p=2: "-" if x is None or x != x else f"{x:.{p}f}"
 for r in rows:
     print(f" {r['size']:>11} {fmt(r['quorum_busbw_gbs']):>9} {fmt(r['mpi_busbw_gbs']):>9}"
@@ -163,10 +180,13 @@ for r in rows:
           f" {fmt(r['ratio_quorum_inplace_memcpy'], 3):>9}"
           f" {fmt(r['ratio_shared_inplace_memcpy'], 3):>9}"
           f" {fmt(r['quorum_time_us']):>10}"
-          f" {fmt(r['mpi_time_us']):>10} {r['quorum_wrong'] + r['mpi_wrong']:>6}")
+          f" {fmt(r['mpi_time_us']):>10} {r['quorum_wrong'] + r['mpi_wrong']:>6}"
+          f" {fmt(r['membw_gbs']):>7} {fmt(r['ratio_quorum_membw']):>6}"
+          f" {fmt(r['ratio_quorum_inplace_membw']):>6} {fmt(r['ratio_shared_membw']):>6}"
+          f" {fmt(r['ratio_shared_inplace_membw']):>6}")
 json.dump({"what": "allreduce float32 sum, busbw (out of place unless named inplace), "
                    "median over rounds",
-           "nranks": nranks, "rounds": rounds,
+           "nranks": nranks, "rounds": rounds, "membw_bytes": w_size, "membw_gbs": wb,
            "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "rows": rows},
           open(out, "w"), indent=1)
 print(f"# written to {out}")

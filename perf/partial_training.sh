@@ -15,8 +15,9 @@
 # A run is sync, majority or solo, with ":drop" for --drop-late,
 # ":no-catch-up" for --no-catch-up, ":delay=MS" for --activation-delay-ms MS,
 # ":sync=E" for E synchronous epochs first (default 0.5), ":scale=S" for
-# --partial-scale S and ":epochs=N" for its own number of epochs (e.g.
-# majority:drop, solo:drop:delay=2:epochs=8, solo:drop:scale=sqrt).
+# --partial-scale S, ":ema=D" for --ema-decay D (the evaluations score a moving
+# average of the parameters) and ":epochs=N" for its own number of epochs (e.g.
+# majority:drop, solo:drop:delay=2:epochs=8, solo:drop:scale=sqrt, sync:ema=0.99).
 # Recipe for all: cosine decay after a half-epoch warmup; the partial runs
 # reduce synchronously during that warmup (--sync-epochs 0.5). --evals N scores
 # the test set N times per epoch (--evals-per-epoch; the last at its end), so
@@ -43,7 +44,7 @@ while [ $# -gt 0 ]; do
     --keep) keep="$2"; shift 2 ;;
     --plot) plot="$2"; shift 2 ;;
     --) shift; break ;;
-    -h|--help) sed -n '2,28p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,29p' "$0"; exit 0 ;;
     *) echo "unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -64,6 +65,7 @@ for run in $runs; do
       no-catch-up) args+=(--no-catch-up) ;;
       delay=*) args+=(--activation-delay-ms "${opt#delay=}") ;;
       scale=*) args+=(--partial-scale "${opt#scale=}") ;;
+      ema=*) args+=(--ema-decay "${opt#ema=}") ;;
       epochs=*) run_epochs=${opt#epochs=} ;;
       sync=*) sync_epochs=${opt#sync=} ;;
       *) echo "unknown run option '$opt' in $run" >&2; exit 2 ;;

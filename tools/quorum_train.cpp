@@ -60,7 +60,8 @@ json recipe_of(const qt::TrainConfig &c) {
               {"weight_decay", c.weight_decay},
               {"seed", c.seed},
               {"max_steps", c.max_steps},
-              {"evals_per_epoch", c.evals_per_epoch}};
+              {"evals_per_epoch", c.evals_per_epoch},
+              {"ema_decay", c.ema_decay}};
 }
 
 // Progress on stderr (a rewritten line on a TTY), reports on stdout, JSON lines to --log.
@@ -320,6 +321,13 @@ int main(int argc, char **argv) {
                  "test-set evaluations per epoch, evenly spaced, the last at its end (finer "
                  "time-to-accuracy; their time is not training time)")
       ->check(CLI::Range(1, 1000))
+      ->capture_default_str();
+  app.add_option("--ema-decay", cfg.ema_decay,
+                 "score the test set with a moving average of the parameters, avg = d avg + "
+                 "(1 - d) params after every step, d = min(this, (1 + step) / (10 + step)); "
+                 "0: score the parameters themselves")
+      ->check(checks::finite())
+      ->check(CLI::Range(0.0, 0.999999))
       ->capture_default_str();
   app.add_option("--log", log_path,
                  "append JSON lines (start, steps, evaluations, epochs) to this file");

@@ -121,6 +121,8 @@ class BackendT {
                           T *momentum) = 0;
   // y = alpha * y (the reducer's averaging; gradient clipping later).
   virtual void scale(size_t n, double alpha, T *y) = 0;
+  // avg = decay * avg + (1 - decay) * x (the parameters' moving average, --ema-decay).
+  virtual void average_into(size_t n, double decay, T *avg, const T *x) = 0;
   // sum of x[i]^2 in double (gradient-noise-scale estimates for the tuner).
   virtual double sum_squares(size_t n, const T *x) = 0;
 };

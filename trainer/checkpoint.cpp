@@ -2,8 +2,10 @@
 //   "QTRNCKPT" u32 version | u32 length, model name | u32 length, data set name |
 //   u64 seed | i32 batch | i32 world | u64 train_count | i64 steps_per_epoch |
 //   i64 global_step, epoch, step_in_epoch | f64 loss sum | i64 correct, images |
-//   u64 count | f32 params[count] | f32 momentum[count] | u32 CRC32 of all before.
-// Version 2 added the data set name, train_count and steps_per_epoch.
+//   u64 count | f32 params[count] | f32 momentum[count] | u64 ema_count (0 or count) |
+//   f32 ema[ema_count] | u32 CRC32 of all before.
+// Version 2 added the data set name, train_count and steps_per_epoch; version 3
+// the parameters' moving average (version 2 files are read as having none).
 #include "trainer/checkpoint.hpp"
 
 #include <fcntl.h>
@@ -20,7 +22,8 @@ namespace quorum::trainer {
 namespace {
 constexpr const char *kSub = "checkpoint";
 constexpr char kMagic[8] = {'Q', 'T', 'R', 'N', 'C', 'K', 'P', 'T'};
-constexpr uint32_t kVersion = 2;
+constexpr uint32_t kVersion = 3;
+constexpr uint32_t kOldestVersion = 2;  // read too: no moving average
 
 class Writer {
  public:
@@ -88,9 +91,10 @@ std::string bad_position(const TrainingState &s) {
 }  // namespace
 
 Status save_checkpoint(const std::string &path, const TrainingState &s) {
-  if (s.params.size() != s.momentum.size())
-    return fail(QUORUM_ERR_INTERNAL, kSub, "params ({}) and momentum ({}) differ in size",
-                s.params.size(), s.momentum.size());
+  if (s.params.size() != s.momentum.size() || (!s.ema.empty() && s.ema.size() != s.params.size()))
+    return fail(QUORUM_ERR_INTERNAL, kSub,
+                "params ({}), momentum ({}) and moving average ({}) differ in size",
+                s.params.size(), s.momentum.size(), s.ema.size());
   Writer w;
   w.raw(kMagic, sizeof kMagic);
   w.put(kVersion);
@@ -110,6 +114,8 @@ Status save_checkpoint(const std::string &path, const TrainingState &s) {
   w.put(uint64_t(s.params.size()));
   w.raw(s.params.data(), s.params.size() * sizeof(float));
   w.raw(s.momentum.data(), s.momentum.size() * sizeof(float));
+  w.put(uint64_t(s.ema.size()));
+  w.raw(s.ema.data(), s.ema.size() * sizeof(float));
   w.put(uint32_t(crc32(0L, w.bytes.data(), uInt(w.bytes.size()))));
 
   const std::string tmp = temp_path(path);
@@ -178,19 +184,22 @@ Status load_checkpoint(const std::string &path, TrainingState *s) {
   uint64_t count = 0;
   r.raw(magic, 8);
   r.get(&version);
-  if (version != kVersion)
+  if (version < kOldestVersion || version > kVersion)
     return fail(QUORUM_ERR_INVALID_ARG, kSub,
-                "{}: format version {}, this build reads only version {}{}", path, version,
-                kVersion,
-                version < kVersion ? " (older checkpoints do not record the training data, "
-                                     "which a resume must match: start the run afresh)"
-                                   : "");
+                "{}: format version {}, this build reads versions {} to {}{}", path, version,
+                kOldestVersion, kVersion,
+                version < kOldestVersion ? " (older checkpoints do not record the training data, "
+                                           "which a resume must match: start the run afresh)"
+                                         : "");
   bool ok = r.text(&s->model) && r.text(&s->data) && r.get(&s->seed) && r.get(&s->batch) &&
             r.get(&s->world) && r.get(&s->train_count) && r.get(&s->steps_per_epoch) &&
             r.get(&s->global_step) && r.get(&s->epoch) && r.get(&s->step_in_epoch) &&
             r.get(&s->epoch_loss_sum) && r.get(&s->epoch_correct) && r.get(&s->epoch_images) &&
             r.get(&count);
-  ok = ok && count <= r.left() && count * 2 * sizeof(float) + 4 == r.left();
+  // What follows the header: params, momentum, [ema_count, ema], CRC.
+  const size_t tail = version >= 3 ? sizeof(uint64_t) + 4 : 4;
+  ok =
+      ok && count <= r.left() / (2 * sizeof(float)) && count * 2 * sizeof(float) + tail <= r.left();
   if (!ok) return fail(QUORUM_ERR_INVALID_ARG, kSub, "{}: malformed header", path);
   if (const std::string why = bad_position(*s); !why.empty())
     return fail(QUORUM_ERR_INVALID_ARG, kSub, "{}: impossible training state: {}", path, why);
@@ -198,6 +207,15 @@ Status load_checkpoint(const std::string &path, TrainingState *s) {
   s->momentum.resize(count);
   r.raw(s->params.data(), count * sizeof(float));
   r.raw(s->momentum.data(), count * sizeof(float));
+  uint64_t ema_count = 0;
+  if (version >= 3 && !r.get(&ema_count))
+    return fail(QUORUM_ERR_INVALID_ARG, kSub, "{}: malformed moving average", path);
+  if ((ema_count != 0 && ema_count != count) || ema_count * sizeof(float) + 4 != r.left())
+    return fail(QUORUM_ERR_INVALID_ARG, kSub,
+                "{}: malformed: {} parameters, a moving average of {} and {} bytes after it", path,
+                count, ema_count, r.left());
+  s->ema.resize(ema_count);
+  r.raw(s->ema.data(), ema_count * sizeof(float));
   return kOk;
 }
 

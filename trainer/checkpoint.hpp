@@ -31,6 +31,7 @@ struct TrainingState {
   double epoch_loss_sum = 0.0;
   int64_t epoch_correct = 0, epoch_images = 0;
   std::vector<float> params, momentum;  // in the model's ParamLayout
+  std::vector<float> ema;               // the parameters' moving average, or empty (--ema-decay)
 };
 
 Status save_checkpoint(const std::string &path, const TrainingState &state);

@@ -192,6 +192,9 @@ class CpuBackend : public Backend {
                             grads, momentum);
   }
   void scale(size_t n, double alpha, float *y) override { cpu_kernels::scale(n, float(alpha), y); }
+  void average_into(size_t n, double decay, float *avg, const float *x) override {
+    cpu_kernels::average_into(n, float(decay), float(1 - decay), avg, x);
+  }
   double sum_squares(size_t n, const float *x) override {
     double acc = 0;
     for (size_t i = 0; i < n; ++i) acc += double(x[i]) * double(x[i]);

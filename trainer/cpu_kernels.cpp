@@ -108,4 +108,9 @@ void scale(size_t n, float alpha, float *y) {
   for (size_t i = 0; i < n; ++i) y[i] *= alpha;
 }
 
+QUORUM_MULTIVERSION
+void average_into(size_t n, float decay, float rest, float *avg, const float *x) {
+  for (size_t i = 0; i < n; ++i) avg[i] = decay * avg[i] + rest * x[i];
+}
+
 }  // namespace quorum::trainer::cpu_kernels

@@ -21,5 +21,7 @@ void bias_grad(int batch, int out, const float *dy, float *db);
 void sgd_update(size_t n, float lr, float momentum, float weight_decay, float *params,
                 const float *grads, float *velocity);
 void scale(size_t n, float alpha, float *y);
+// avg = decay * avg + rest * x (rest = 1 - decay, rounded as the caller's type).
+void average_into(size_t n, float decay, float rest, float *avg, const float *x);
 
 }  // namespace quorum::trainer::cpu_kernels

@@ -170,6 +170,10 @@ class RefBackend : public BackendT<T> {
   void scale(size_t n, double alpha, T *y) override {
     for (size_t i = 0; i < n; ++i) y[i] = T(alpha) * y[i];
   }
+  void average_into(size_t n, double decay, T *avg, const T *x) override {
+    const T d = T(decay), rest = T(1 - decay);
+    for (size_t i = 0; i < n; ++i) avg[i] = d * avg[i] + rest * x[i];
+  }
   double sum_squares(size_t n, const T *x) override {
     double acc = 0;
     for (size_t i = 0; i < n; ++i) acc += double(x[i]) * double(x[i]);

@@ -5,6 +5,7 @@
 
 #include <zlib.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <ctime>
@@ -45,6 +46,12 @@ bool evaluates_after(int64_t step_in_epoch, int64_t steps_per_epoch, int evals_p
          (step_in_epoch - 1) * evals_per_epoch / steps_per_epoch;
 }
 
+// The moving average's decay after `steps` steps: short while few steps are
+// averaged, so the first parameters do not linger in it.
+double ema_decay_after(double decay, int64_t steps) {
+  return std::min(decay, double(1 + steps) / double(10 + steps));
+}
+
 Status diverged(int64_t global_step, int64_t epoch) {
   return fail(QUORUM_ERR_INVALID_ARG, "train",
               "training diverged: the parameters are not finite after step {} (epoch {}); "
@@ -71,12 +78,13 @@ Status train(const TrainConfig &cfg, Backend *backend, const DataSplit &data,
   auto in_range = [](double v, double lo) { return std::isfinite(v) && v >= lo; };
   if (cfg.batch <= 0 || cfg.epochs < 0 || !in_range(cfg.lr, 0) || cfg.lr == 0 ||
       !in_range(cfg.momentum, 0) || !in_range(cfg.weight_decay, 0) ||
-      !in_range(cfg.warmup_epochs, 0) || cfg.evals_per_epoch < 1)
+      !in_range(cfg.warmup_epochs, 0) || cfg.evals_per_epoch < 1 || !in_range(cfg.ema_decay, 0) ||
+      cfg.ema_decay >= 1)
     return fail(QUORUM_ERR_INVALID_ARG, kSub,
                 "bad hyper-parameters: batch {} epochs {} lr {} momentum {} weight decay {} "
-                "warmup epochs {} evaluations per epoch {}",
+                "warmup epochs {} evaluations per epoch {} EMA decay {} (0 <= decay < 1)",
                 cfg.batch, cfg.epochs, cfg.lr, cfg.momentum, cfg.weight_decay, cfg.warmup_epochs,
-                cfg.evals_per_epoch);
+                cfg.evals_per_epoch, cfg.ema_decay);
   ModelSpec spec;
   QUORUM_CHECK(find_model(cfg.model, &spec));
   const Dataset &tr = data.train;
@@ -105,14 +113,27 @@ Status train(const TrainConfig &cfg, Backend *backend, const DataSplit &data,
   std::unique_ptr<Model<float>> model;
   QUORUM_CHECK(Model<float>::create(spec, backend, cfg.batch, &model));
   const size_t count = model->param_count();
-  float *velocity = static_cast<float *>(backend->alloc(count * sizeof(float)));
-  if (velocity == nullptr)
-    return fail(QUORUM_ERR_NO_MEMORY, kSub, "cannot allocate the momentum buffer");
-  struct Free {
+  struct Buffer {
     Backend *b;
     float *p;
-    ~Free() { b->free(p); }
-  } free_velocity{backend, velocity};
+    ~Buffer() {
+      if (p) b->free(p);
+    }
+  };
+  auto alloc = [&](const char *what, Buffer *out) -> Status {
+    out->p = static_cast<float *>(backend->alloc(count * sizeof(float)));
+    if (out->p == nullptr)
+      return fail(QUORUM_ERR_NO_MEMORY, kSub, "cannot allocate the {} ({} floats)", what, count);
+    return kOk;
+  };
+  Buffer velocity_buf{backend, nullptr}, ema{backend, nullptr}, ema_swap{backend, nullptr};
+  QUORUM_CHECK(alloc("momentum buffer", &velocity_buf));
+  float *velocity = velocity_buf.p;
+  const bool averaging = cfg.ema_decay > 0;
+  if (averaging) {
+    QUORUM_CHECK(alloc("parameters' moving average", &ema));
+    QUORUM_CHECK(alloc("parameters' copy during an evaluation", &ema_swap));
+  }
 
   reducer->set_steps_per_epoch(steps_per_epoch);
   const int64_t planned_steps = steps_per_epoch * cfg.epochs;
@@ -147,14 +168,23 @@ Status train(const TrainConfig &cfg, Backend *backend, const DataSplit &data,
                   "with the same --data, --data-dir and --train-limit",
                   cfg.resume_path, st.data, st.train_count, st.steps_per_epoch, tr.name, tr.count,
                   steps_per_epoch);
+    if (averaging && st.ema.size() != count)
+      return fail(QUORUM_ERR_MISMATCH, kSub,
+                  "{}: the checkpoint holds no moving average of the parameters, which "
+                  "--ema-decay {} continues; resume without --ema-decay, or start afresh",
+                  cfg.resume_path, cfg.ema_decay);
     model->write_params(st.params);
     backend->copy_to_device(velocity, st.momentum.data(), count * sizeof(float));
+    if (averaging) backend->copy_to_device(ema.p, st.ema.data(), count * sizeof(float));
   } else {
     model->init_params(cfg.seed);
     st.model = cfg.model, st.seed = cfg.seed, st.batch = cfg.batch, st.world = world;
     st.data = tr.name, st.train_count = tr.count, st.steps_per_epoch = steps_per_epoch;
   }
   QUORUM_CHECK(reducer->broadcast_parameters(model->params(), count, backend->memory_kind()));
+  // A fresh average starts at the (broadcast) initial parameters.
+  if (averaging && cfg.resume_path.empty())
+    backend->copy_device(ema.p, model->params(), count * sizeof(float));
   if (observer) observer->on_start(cfg, count, steps_per_epoch, st.global_step);
 
   // Every rank checks the (identical) parameters, so all stop together; a
@@ -166,6 +196,8 @@ Status train(const TrainConfig &cfg, Backend *backend, const DataSplit &data,
     if (rank != 0) return kOk;
     st.momentum.resize(count);
     backend->copy_to_host(st.momentum.data(), velocity, count * sizeof(float));
+    st.ema.resize(averaging ? count : 0);
+    if (averaging) backend->copy_to_host(st.ema.data(), ema.p, count * sizeof(float));
     return save_checkpoint(cfg.checkpoint_path, st);
   };
 
@@ -184,10 +216,18 @@ Status train(const TrainConfig &cfg, Backend *backend, const DataSplit &data,
     // Scores the test set now; the scoring is not training time, but the
     // sum's wait for the slowest rank (which the evaluation adds to a partial
     // run) is.
+    // With --ema-decay the moving average is scored, in the parameters' place.
     auto score_test_set = [&](Evaluation *e) -> Status {
       const auto start = Clock::now();
       const double cpu = process_cpu_seconds();
-      QUORUM_CHECK(evaluate_test_set(*model, data.test, reducer, e));
+      const size_t bytes = count * sizeof(float);
+      if (averaging) {
+        backend->copy_device(ema_swap.p, model->params(), bytes);
+        backend->copy_device(model->params(), ema.p, bytes);
+      }
+      const Status scored = evaluate_test_set(*model, data.test, reducer, e);
+      if (averaging) backend->copy_device(model->params(), ema_swap.p, bytes);
+      QUORUM_CHECK(scored);
       eval_seconds += since(start) - e->sum_seconds;
       eval_cpu_seconds += process_cpu_seconds() - cpu;
       return kOk;
@@ -244,6 +284,9 @@ Status train(const TrainConfig &cfg, Backend *backend, const DataSplit &data,
       t = Clock::now();
       SgdStep step{schedule.at(st.global_step), cfg.momentum, cfg.weight_decay};
       backend->sgd_update(count, step, model->params(), model->grads(), velocity);
+      if (averaging)
+        backend->average_into(count, ema_decay_after(cfg.ema_decay, st.global_step), ema.p,
+                              model->params());
       backend->synchronize();
       rep.times.update += since(t);
 

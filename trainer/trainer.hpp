@@ -31,7 +31,11 @@ struct TrainConfig {
   std::string checkpoint_path;   // "" = none; written at epoch ends and at a stop
   int64_t checkpoint_every = 0;  // also every N steps (0 = off)
   int evals_per_epoch = 1;       // test evaluations per epoch, evenly spaced, the last at its end
-  std::string resume_path;       // "" = start fresh
+  // Moving average of the parameters, which the evaluations score (0: off,
+  // they score the parameters themselves): after step t, avg = d avg + (1 - d)
+  // params with d = min(ema_decay, (1 + t) / (10 + t)).
+  double ema_decay = 0.0;
+  std::string resume_path;  // "" = start fresh
 };
 
 // Seconds per phase, summed over an epoch's steps.

@@ -282,6 +282,9 @@ TEST_F(KernelVsRef, SgdScaleSumSquares) {
   expect_close("scale", d.get(cg, n), g, 0);
   EXPECT_NEAR(be_->sum_squares(n, cg), ref_.sum_squares(n, g.data()), 1e-9);
   EXPECT_EQ(be_->sum_squares(0, cg), 0.0);
+  be_->average_into(n, 0.9, cv, cp);
+  ref_.average_into(n, 0.9, rv.data(), rp.data());
+  expect_close("average_into", d.get(cv, n), rv, 1e-6);
   // Long enough to be split across many blocks before the final sum.
   const size_t big = (size_t(3) << 20) + 5;
   Vec x = random_vec(big, 17);

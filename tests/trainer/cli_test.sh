@@ -38,6 +38,8 @@ expect_error "unknown lr decay" "--lr-decay" --lr-decay linear --data synthetic
 expect_error "unknown partial scale" "--partial-scale" --partial-scale mean --data synthetic
 expect_error "negative sync epochs" "--sync-epochs" --sync-epochs -1 --data synthetic
 expect_error "no evaluations per epoch" "--evals-per-epoch" --evals-per-epoch 0 --data synthetic
+expect_error "EMA decay of 1" "--ema-decay" --ema-decay 1 --data synthetic
+expect_error "NaN EMA decay" "--ema-decay: nan is not" --data synthetic --ema-decay nan
 expect_error "cuda backend" "cuda" --backend cuda --data synthetic
 expect_error "missing checkpoint" "$tmp/nope" --data synthetic --resume "$tmp/nope"
 expect_error "diverging run" "training diverged" --data synthetic --batch 32 --epochs 2 --lr 1e6

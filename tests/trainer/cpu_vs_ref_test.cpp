@@ -175,6 +175,9 @@ TEST_F(BackendPair, SgdScaleSumSquares) {
   ref_.scale(n, 0.5, g.data());
   expect_close("scale", host(cg, n), g, 0);
   EXPECT_NEAR(cpu_->sum_squares(n, cg), ref_.sum_squares(n, g.data()), 1e-9);
+  cpu_->average_into(n, 0.9, cv, cp);
+  ref_.average_into(n, 0.9, rv.data(), rp.data());
+  expect_close("average_into", host(cv, n), rv, 1e-6);
 }
 
 // A few SGD steps of a whole model give the same parameters on both backends.

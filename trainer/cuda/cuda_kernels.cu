@@ -89,6 +89,7 @@ QUORUM_EACH(MaxPoolBackward)
 QUORUM_EACH(SoftmaxXentRow)
 QUORUM_EACH(SgdUpdate)
 QUORUM_EACH(Scale)
+QUORUM_EACH(AverageInto)
 #undef QUORUM_EACH
 
 #define QUORUM_REDUCE(F, T)                                                                     \

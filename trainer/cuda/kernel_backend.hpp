@@ -275,6 +275,10 @@ class KernelBackend final : public Backend {
   void scale(size_t n, double alpha, float *y) override {
     if (n != 0 && begin(count_ctx("scale", n))) exec_->each(n, Scale{float(alpha), y});
   }
+  void average_into(size_t n, double decay, float *avg, const float *x) override {
+    if (n != 0 && begin(count_ctx("average_into", n)))
+      exec_->each(n, AverageInto{float(decay), float(1 - decay), avg, x});
+  }
   double sum_squares(size_t n, const float *x) override {
     if (!begin(count_ctx("sum_squares", n))) return std::numeric_limits<double>::quiet_NaN();
     if (n == 0) return 0.0;

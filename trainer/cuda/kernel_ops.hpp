@@ -255,6 +255,15 @@ struct Scale {
   QUORUM_HD void operator()(size_t i) const { y[i] = alpha * y[i]; }
 };
 
+// avg = decay * avg + rest * x, rest = 1 - decay (the parameters' moving average).
+struct AverageInto {
+  static constexpr const char *kName = "average_into";
+  float decay = 0.f, rest = 1.f;
+  float *avg = nullptr;
+  const float *x = nullptr;
+  QUORUM_HD void operator()(size_t i) const { avg[i] = decay * avg[i] + rest * x[i]; }
+};
+
 // ---- terms of row reductions: out[row] = sum over col of term(row, col), in double ----
 
 // Conv bias gradient: row = channel, col = (n, p) over the whole batch.

@@ -32,6 +32,7 @@ class Writer {
     raw(&v, sizeof v);
   }
   void raw(const void *p, size_t n) {
+    if (n == 0) return;  // an empty vector's data() may be null
     const uint8_t *b = static_cast<const uint8_t *>(p);
     bytes.insert(bytes.end(), b, b + n);
   }
@@ -51,6 +52,7 @@ class Reader {
   }
   bool raw(void *p, size_t n) {
     if (bytes_.size() - pos_ < n) return false;
+    if (n == 0) return true;  // an empty vector's data() may be null
     std::memcpy(p, bytes_.data() + pos_, n);
     pos_ += n;
     return true;

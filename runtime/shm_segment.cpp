@@ -54,7 +54,8 @@ Status map_segment(const std::string &name, size_t bytes, bool create, uint8_t *
   return kOk;
 }
 
-// True when every rank reported ok (one int per rank through the group).
+}  // namespace
+
 Status agree(const ShmGroup &group, bool ok, bool *all_ok) {
   std::vector<int32_t> flags(static_cast<size_t>(group.size));
   int32_t mine = ok ? 1 : 0;
@@ -63,8 +64,6 @@ Status agree(const ShmGroup &group, bool ok, bool *all_ok) {
   for (int32_t f : flags) *all_ok = *all_ok && f == 1;
   return kOk;
 }
-
-}  // namespace
 
 ShmGroup ShmGroup::of(Bootstrap &bootstrap) {
   ShmGroup g;

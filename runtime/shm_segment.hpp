@@ -29,6 +29,9 @@ struct ShmGroup {
   static ShmGroup of(Bootstrap &bootstrap);
 };
 
+// Collective over `group`: *all_ok = every rank passed ok = true.
+Status agree(const ShmGroup &group, bool ok, bool *all_ok);
+
 class ShmSegment {
  public:
   // Collective over `group`; `bytes` must be equal on every rank. The memory

@@ -98,6 +98,10 @@ class Communicator {
   Status alloc_symmetric(ShmChannel &channel, size_t bytes, void **out);
   // Allreduces that took the zero-copy path on this rank (tests, statistics).
   uint64_t zero_copy_allreduces() const { return shm_ ? shm_->zero_copy_ops() : 0; }
+  // Allreduces that took the cross-memory path on this rank, and the size from
+  // which that path is offered (SIZE_MAX: never, or no shm channel).
+  uint64_t cross_memory_allreduces() const { return shm_ ? shm_->cross_memory_ops() : 0; }
+  size_t cross_memory_min_bytes() const { return shm_ ? shm_->cross_memory_bytes() : SIZE_MAX; }
   bool has_shm_channel() const { return shm_ != nullptr; }
 
   Status wait(const RequestPtr &req);

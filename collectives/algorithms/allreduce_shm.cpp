@@ -31,17 +31,21 @@
 #include "collectives/algorithms/allreduce_shm.hpp"
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstring>
 #include <optional>
 #include <thread>
 #include <vector>
 
+#include <unistd.h>
+
 #include "collectives/algorithms/algorithms.hpp"
 #include "collectives/patterns/blocks.hpp"
 #include "collectives/reduce/reduce_kernels.hpp"
 #include "collectives/reduce/streaming.hpp"
 #include "runtime/clock.hpp"
+#include "runtime/cross_memory.hpp"
 #include "runtime/log.hpp"
 #include "runtime/progress/engine.hpp"
 #include "runtime/topology.hpp"
@@ -63,6 +67,15 @@ Knob<int64_t> knob_shm_zero_copy_bytes(
     "shm allreduce: messages of at least this size whose buffers every rank allocated with "
     "quorum_mem_alloc are reduced straight between the ranks' buffers (no copy in or out); "
     "0: never");
+Knob<int64_t> knob_shm_cross_memory_bytes(
+    "QUORUM_SHM_CROSS_MEMORY_BYTES", 1 << 20,
+    "shm allreduce: messages of at least this size whose buffers are not all symmetric are "
+    "reduced straight between the ranks' buffers with cross-memory attach (process_vm_readv/"
+    "writev; no copy in or out), where the ranks may attach to each other; 0: never");
+Knob<int64_t> knob_shm_cross_memory_block_bytes(
+    "QUORUM_SHM_CROSS_MEMORY_BLOCK_BYTES", 128 * 1024,
+    "shm allreduce, cross-memory path: bytes read from each peer per system call (the blocks "
+    "are reduced in a buffer that should stay in cache)");
 Knob<int64_t> knob_shm_streaming_bytes(
     "QUORUM_SHM_STREAMING_BYTES", -1,
     "shm allreduce: out-of-place messages of at least this size write their results with "
@@ -109,6 +122,12 @@ Status ShmChannel::create(const ShmGroup &group, std::unique_ptr<ShmChannel> *ou
   // Below a few KiB the replicated path (one flag round trip) is faster.
   const int64_t zero_copy = knob_shm_zero_copy_bytes.get();
   ch->zero_copy_bytes_ = zero_copy <= 0 ? SIZE_MAX : std::max<size_t>(4096, zero_copy);
+  // Collective: every rank probes, whatever its knob says.
+  bool attach = false;
+  QUORUM_CHECK(probe_cross_memory(group, &attach));
+  const int64_t cross_memory = knob_shm_cross_memory_bytes.get();
+  ch->cross_memory_bytes_ =
+      !attach || cross_memory <= 0 ? SIZE_MAX : std::max<size_t>(4096, cross_memory);
   const int64_t streaming = knob_shm_streaming_bytes.get();
   if (streaming == 0) {
     ch->streaming_bytes_ = SIZE_MAX;
@@ -122,8 +141,13 @@ Status ShmChannel::create(const ShmGroup &group, std::unique_ptr<ShmChannel> *ou
         llc > 0 ? std::max<size_t>(64 << 10, llc / (2 * static_cast<size_t>(p))) : size_t{8} << 20;
   }
   QLOG_INFO("shm",
-            "shared-memory segment of {} B ({} ranks, chunk {} B, streaming stores from {} B)",
-            ch->segment_->size(), p, chunk, ch->streaming_bytes_);
+            "shared-memory segment of {} B ({} ranks, chunk {} B, streaming stores from {} B, "
+            "cross-memory attach {})",
+            ch->segment_->size(), p, chunk, ch->streaming_bytes_,
+            !attach ? std::string("refused")
+            : ch->cross_memory_bytes_ == SIZE_MAX
+                ? std::string("off")
+                : fmt::format("from {} B", ch->cross_memory_bytes_));
   *out = std::move(ch);
   return kOk;
 }
@@ -189,7 +213,11 @@ class ShmAllreduceTask : public Task {
     replicated_ =
         one_chunk_2_ranks || std::min(count_, chunk_elems_) * es_ <= ch->replicated_bytes();
     inline_payload_ = replicated_ && count_ * es_ <= ShmChannel::kInlinePayload;
-    zero_copy_ = count_ * es_ >= ch->zero_copy_bytes() ? ZeroCopy::Undecided : ZeroCopy::No;
+    // A candidate for a direct path offers it in its first posted line; the
+    // path is taken when every rank offers it (see decide_path).
+    zero_copy_candidate_ = count_ * es_ >= ch->zero_copy_bytes();
+    cross_memory_candidate_ = count_ * es_ >= ch->cross_memory_bytes();
+    path_ = zero_copy_candidate_ || cross_memory_candidate_ ? Path::Undecided : Path::Copy;
     // In place, the lines written were just read (they are in cache): a
     // streaming store would evict them.
     streaming_ = count_ * es_ >= ch->streaming_bytes() && send_ != recv_;
@@ -211,9 +239,9 @@ class ShmAllreduceTask : public Task {
     for (;;) {
       bool advanced = false;
       for (size_t c = first_; c < std::min(nchunks_, first_ + window); ++c) advanced |= step(c);
-      if (decide_error_ != kOk) {
+      if (error_ != kOk) {
         ch_->set_broken();
-        return failed(status, decide_error_);
+        return failed(status, error_);
       }
       const size_t before = first_;
       while (first_ < nchunks_ && stage_[first_] == kDone) ++first_;
@@ -251,9 +279,11 @@ class ShmAllreduceTask : public Task {
   }
 
  private:
-  enum : uint8_t { kIdle = 0, kPosted = 1, kReduced = 2, kDone = 3, kZeroCopyReduced = 4 };
-  // A candidate's path is known once every rank posted its first chunk.
-  enum class ZeroCopy : uint8_t { No, Undecided, Yes };
+  enum : uint8_t { kIdle = 0, kPosted = 1, kReduced = 2, kDone = 3, kDirectReduced = 4 };
+  // Copy: through the slots. ZeroCopy and CrossMemory (the direct paths):
+  // straight between the ranks' buffers. A candidate's path is known once
+  // every rank posted its first chunk.
+  enum class Path : uint8_t { Copy, Undecided, ZeroCopy, CrossMemory };
 
   TaskResult failed(Status *status, Status s) {
     waiting_.release();
@@ -301,7 +331,7 @@ class ShmAllreduceTask : public Task {
     const size_t n = std::min(chunk_elems_, count_ - off);
     const int me = ch_->rank(), p = ch_->size();
     bool moved = false;
-    if (zero_copy_ != ZeroCopy::No && c > 0) return false;  // only the first chunk, if any
+    if (path_ != Path::Copy && c > 0) return false;  // only the first chunk, if any
     if (stage_[c] == kIdle) {
       // The slot's previous chunk (g - S) must be finished on every rank.
       if (g >= static_cast<uint64_t>(slots) && !all_finished(s, g - static_cast<uint64_t>(slots))) {
@@ -324,9 +354,15 @@ class ShmAllreduceTask : public Task {
         // region"): a peer whose QUORUM_SHM_ZERO_COPY_BYTES differs then
         // copies too instead of reading a stale line.
         ShmChannel::ZeroCopyDescriptor d;
-        if (zero_copy_ == ZeroCopy::Undecided) {
-          d = {ch_->regions().locate(send_, count_ * es_),
-               ch_->regions().locate(recv_, count_ * es_), identity_ ? 1u : 0u};
+        d.send_identity = identity_ ? 1u : 0u;
+        if (zero_copy_candidate_) {
+          d.send = ch_->regions().locate(send_, count_ * es_);
+          d.recv = ch_->regions().locate(recv_, count_ * es_);
+        }
+        if (cross_memory_candidate_) {
+          d.pid = static_cast<uint32_t>(getpid());
+          d.send_address = identity_ ? 0 : reinterpret_cast<uintptr_t>(send_);
+          d.recv_address = reinterpret_cast<uintptr_t>(recv_);
         }
         std::memcpy(ch_->posted_payload(me, s), &d, sizeof(d));
       }
@@ -337,13 +373,18 @@ class ShmAllreduceTask : public Task {
     }
     if (stage_[c] == kPosted) {
       if (!all_posted(s, tag)) return moved;
-      if (zero_copy_ == ZeroCopy::Undecided) {
-        decide_zero_copy(s);
-        if (decide_error_ != kOk) return false;
-        if (zero_copy_ == ZeroCopy::Yes) {
-          reduce_zero_copy();
+      if (path_ == Path::Undecided) {
+        decide_path(s);
+        if (error_ != kOk) return false;
+        if (path_ != Path::Copy) {
+          if (path_ == Path::ZeroCopy) {
+            reduce_zero_copy();
+          } else {
+            error_ = reduce_cross_memory();
+            if (error_ != kOk) return false;
+          }
           ch_->reduced(me, s).store(tag, std::memory_order_release);
-          stage_[c] = kZeroCopyReduced;
+          stage_[c] = kDirectReduced;
           return true;
         }
       }
@@ -374,14 +415,14 @@ class ShmAllreduceTask : public Task {
       stage_[c] = kReduced;
       moved = true;
     }
-    if (stage_[c] == kZeroCopyReduced) {
+    if (stage_[c] == kDirectReduced) {
       if (!all_reached(&ShmChannel::reduced, s, tag)) return moved;
-      // finish_zero_copy claims the slots of this op's last chunks: an earlier
+      // finish_direct claims the slots of this op's last chunks: an earlier
       // op's chunk there (one still waiting on a peer, while this op went
       // ahead without slots) must be finished here first, or its later done
       // flag would go back below ours and a peer could rewrite the slot under it.
       if (ch_->done_prefix() < base_) return moved;
-      finish_zero_copy();
+      finish_direct();
       return true;
     }
     if (stage_[c] == kReduced) {
@@ -441,22 +482,35 @@ class ShmAllreduceTask : public Task {
     if (op_ == QUORUM_AVG) scale_average(out, n, dtype_, p);
   }
 
-  // Zero-copy when every rank's first posted line names buffers in a
-  // symmetric region (each rank reads the same lines: the same decision). A
-  // rank contributing the identity needs only its receive buffer there.
-  void decide_zero_copy(int s) {
+  // Every rank's first posted line is read (each rank reads the same lines:
+  // the same decision). Zero-copy when every rank's buffers lie in symmetric
+  // regions (a rank contributing the identity needs only its receive buffer
+  // there), else cross-memory when every rank offers it, else copy.
+  void decide_path(int s) {
     const int p = ch_->size();
     const size_t bytes = count_ * es_;
     std::vector<ShmChannel::ZeroCopyDescriptor> d(static_cast<size_t>(p));
+    bool symmetric = true, cross_memory = true;
     for (int q = 0; q < p; ++q) {
       auto &dq = d[static_cast<size_t>(q)];
       std::memcpy(&dq, ch_->posted_payload(q, s), sizeof(dq));
-      if ((dq.send.region == 0 && !dq.send_identity) || dq.recv.region == 0) {
-        zero_copy_ = ZeroCopy::No;
-        return;
-      }
+      if ((dq.send.region == 0 && !dq.send_identity) || dq.recv.region == 0) symmetric = false;
+      if (dq.pid == 0) cross_memory = false;
     }
+    path_ = Path::Copy;
     sources_.clear();
+    if (cross_memory && !symmetric) {
+      peers_.assign(d.size(), Peer{});
+      for (int q = 0; q < p; ++q) {
+        const auto &dq = d[static_cast<size_t>(q)];
+        peers_[static_cast<size_t>(q)] = {static_cast<pid_t>(dq.pid), dq.send_address,
+                                          dq.recv_address, dq.send_identity == 0};
+      }
+      path_ = Path::CrossMemory;
+      ch_->count_cross_memory();
+      return;
+    }
+    if (!symmetric) return;
     peer_recv_.assign(static_cast<size_t>(p), nullptr);
     for (int q = 0; q < p; ++q) {
       const auto &dq = d[static_cast<size_t>(q)];
@@ -464,17 +518,16 @@ class ShmAllreduceTask : public Task {
       uint8_t *recv = ch_->regions().peer_address(dq.recv, q, bytes);
       if ((!send && !dq.send_identity) || !recv) {
         // A region this rank freed while a peer still uses it: nobody can go on.
-        decide_error_ = fail(QUORUM_ERR_INVALID_ARG, "shm",
-                             "rank {}'s allreduce buffers lie in symmetric region {}/{}, which "
-                             "this rank no longer maps (freed with quorum_mem_free?)",
-                             q, dq.send.region, dq.recv.region);
-        zero_copy_ = ZeroCopy::No;
+        error_ = fail(QUORUM_ERR_INVALID_ARG, "shm",
+                      "rank {}'s allreduce buffers lie in symmetric region {}/{}, which "
+                      "this rank no longer maps (freed with quorum_mem_free?)",
+                      q, dq.send.region, dq.recv.region);
         return;
       }
       if (send) sources_.push_back(send);
       peer_recv_[static_cast<size_t>(q)] = recv;
     }
-    zero_copy_ = ZeroCopy::Yes;
+    path_ = Path::ZeroCopy;
     ch_->count_zero_copy();
   }
 
@@ -508,9 +561,83 @@ class ShmAllreduceTask : public Task {
     }
   }
 
+  // This rank's slice, as reduce_zero_copy, with the peers' buffers reached
+  // by cross-memory attach: per block, every contributing peer's part is read
+  // into a buffer of its own, reduced in rank order (this rank's straight from
+  // its send buffer) and written to every rank's receive buffer. Safe in
+  // place: only this rank touches the slice, in every rank's buffers.
+  Status reduce_cross_memory() {
+    const int me = ch_->rank(), p = ch_->size();
+    auto slice = own_slice(count_);
+    const size_t block = std::max<size_t>(
+        1, static_cast<size_t>(std::max<int64_t>(4096, knob_shm_cross_memory_block_bytes.get())) /
+               es_);
+    const size_t block_bytes = block * es_;
+    // Slot 0 holds the result; slot 1 + i the i-th contributing peer's part.
+    std::unique_ptr<uint8_t[]> tmp(new uint8_t[block_bytes * static_cast<size_t>(p)]);
+    uint8_t *acc = tmp.get();
+    std::vector<const uint8_t *> src;
+    for (size_t o = slice.offset; o < slice.offset + slice.count; o += block) {
+      const size_t n = std::min(block, slice.offset + slice.count - o);
+      const size_t at = o * es_;
+      src.clear();
+      size_t read = 0;  // peers' parts read so far
+      for (int q = 0; q < p; ++q) {
+        const Peer &peer = peers_[static_cast<size_t>(q)];
+        if (!peer.contributes) continue;
+        if (q == me) {
+          src.push_back(send_ + at);
+          continue;
+        }
+        uint8_t *into = tmp.get() + block_bytes * ++read;
+        QUORUM_CHECK(read_peer(q, peer.send + at, into, n * es_));
+        src.push_back(into);
+      }
+      if (src.empty()) {
+        fill_identity(acc, n, dtype_, op_);
+      } else if (src.size() == 1) {
+        std::memcpy(acc, src[0], n * es_);
+      } else {
+        reduce_out(acc, src[0], src[1], n, dtype_, op_);
+        for (size_t i = 2; i < src.size(); ++i) reduce_into(acc, src[i], n, dtype_, op_);
+      }
+      if (op_ == QUORUM_AVG) scale_average(acc, n, dtype_, p);
+      for (int q = 0; q < p; ++q) {
+        if (q == me) {
+          copy_result(recv_ + at, acc, n * es_);
+        } else {
+          QUORUM_CHECK(write_peer(q, peers_[static_cast<size_t>(q)].recv + at, acc, n * es_));
+        }
+      }
+    }
+    return kOk;
+  }
+
+  // A cross-memory copy from or to rank q; a failure names the rank (a dead
+  // one as QUORUM_ERR_PEER_FAILED).
+  Status read_peer(int q, uint64_t from, uint8_t *to, size_t bytes) {
+    const int err = cross_memory_read(peers_[static_cast<size_t>(q)].pid, from, to, bytes);
+    return err == 0 ? kOk : peer_copy_failed(q, "read from", "send", bytes, err);
+  }
+  Status write_peer(int q, uint64_t to, const uint8_t *from, size_t bytes) {
+    const int err = cross_memory_write(peers_[static_cast<size_t>(q)].pid, to, from, bytes);
+    return err == 0 ? kOk : peer_copy_failed(q, "write to", "receive", bytes, err);
+  }
+  Status peer_copy_failed(int q, const char *verb, const char *buffer, size_t bytes, int err) {
+    if (err == ESRCH || (t_ && t_->peer_failed(q))) {
+      return fail(QUORUM_ERR_PEER_FAILED, "shm",
+                  "rank {} failed during a shared-memory allreduce (count {})", q, count_);
+    }
+    return fail(QUORUM_ERR_TRANSPORT, "shm",
+                "allreduce (count {}) on rank {}: cross-memory {} rank {}'s {} buffer ({} B, "
+                "process {}): {}",
+                count_, ch_->rank(), verb, q, buffer, bytes, peers_[static_cast<size_t>(q)].pid,
+                std::strerror(err));
+  }
+
   // Every rank's slice is in: the op's chunks are finished here (the done
   // flags of the slots its last chunks map to let later chunks reuse them).
-  void finish_zero_copy() {
+  void finish_direct() {
     const int me = ch_->rank();
     const size_t slots = static_cast<size_t>(ch_->slots());
     for (size_t c = nchunks_ > slots ? nchunks_ - slots : 0; c < nchunks_; ++c) {
@@ -536,11 +663,19 @@ class ShmAllreduceTask : public Task {
   bool inline_payload_ = false;  // one chunk that fits beside its posted flag
   bool streaming_ = false;       // results written with streaming stores
   bool moved_ = false;
-  ZeroCopy zero_copy_ = ZeroCopy::No;
-  Status decide_error_ = kOk;
+  Path path_ = Path::Copy;
+  bool zero_copy_candidate_ = false;
+  bool cross_memory_candidate_ = false;
+  Status error_ = kOk;                // the direct paths' failure
   bool identity_ = false;             // this rank contributes the identity
   std::vector<uint8_t *> sources_;    // contributing ranks' send buffers (zero-copy)
   std::vector<uint8_t *> peer_recv_;  // every rank's receive buffer (zero-copy)
+  struct Peer {
+    pid_t pid = 0;
+    uint64_t send = 0, recv = 0;  // addresses in that process
+    bool contributes = false;     // its send buffer is read (not the identity)
+  };
+  std::vector<Peer> peers_;  // every rank (cross-memory)
   uint8_t stage_inline_[16];
   std::unique_ptr<uint8_t[]> stage_heap_;
   uint8_t *stage_ = stage_inline_;

@@ -32,6 +32,17 @@
 // rank reads the same descriptors and so takes the same path; the first
 // chunk's copy in is then wasted, the other chunks are never posted.
 //
+// Cross-memory path (messages of QUORUM_SHM_CROSS_MEMORY_BYTES and more, when
+// not every rank's buffers are symmetric): the first posted line carries the
+// rank's pid and its buffers' addresses instead, and when every rank's does,
+// each rank reduces its 1/P slice as on the zero-copy path, but reads the
+// peers' send buffers and writes their receive buffers with cross-memory
+// attach (runtime/cross_memory.hpp), block by block through a buffer that
+// stays in cache: per rank the slice's inputs are read once and the results
+// written once, the same memory traffic as zero-copy, plus two system calls
+// per peer and block. The ranks agreed at the channel's creation that they can
+// attach to each other (probe_cross_memory), or no rank offers it.
+//
 // A rank whose CollArgs say send_identity (a partial round joined with nothing
 // posted) contributes the op's identity without it being in its buffer: it
 // fills its slots with the identity, and on the zero-copy path it is left out
@@ -87,6 +98,9 @@ class ShmChannel {
   size_t replicated_bytes() const { return replicated_bytes_; }
   // QUORUM_SHM_ZERO_COPY_BYTES (SIZE_MAX: never), read when the channel was made.
   size_t zero_copy_bytes() const { return zero_copy_bytes_; }
+  // QUORUM_SHM_CROSS_MEMORY_BYTES (SIZE_MAX: never, also when the ranks cannot
+  // attach to each other's memory), read when the channel was made.
+  size_t cross_memory_bytes() const { return cross_memory_bytes_; }
   // QUORUM_SHM_STREAMING_BYTES (SIZE_MAX: never), read when the channel was made.
   size_t streaming_bytes() const { return streaming_bytes_; }
   // The first of `n` consecutive chunk numbers for one collective.
@@ -145,11 +159,18 @@ class ShmChannel {
   // How many allreduces took the zero-copy path on this rank.
   uint64_t zero_copy_ops() const { return zero_copy_ops_.load(std::memory_order_relaxed); }
   void count_zero_copy() { zero_copy_ops_.fetch_add(1, std::memory_order_relaxed); }
+  // How many allreduces took the cross-memory path on this rank.
+  uint64_t cross_memory_ops() const { return cross_memory_ops_.load(std::memory_order_relaxed); }
+  void count_cross_memory() { cross_memory_ops_.fetch_add(1, std::memory_order_relaxed); }
   // Where a zero-copy candidate's buffers lie; rides in its first posted line.
   struct ZeroCopyDescriptor {
     ShmRegions::Location send;
     ShmRegions::Location recv;
     uint32_t send_identity = 0;  // contributes the identity: send is not read
+    // Cross-memory candidates (else pid 0): the process and the buffers' addresses in it.
+    uint32_t pid = 0;
+    uint64_t send_address = 0;
+    uint64_t recv_address = 0;
   };
   static_assert(sizeof(ZeroCopyDescriptor) <= kInlinePayload);
   bool broken() const { return line(0).load(std::memory_order_acquire) != 0; }
@@ -175,6 +196,7 @@ class ShmChannel {
   size_t replicated_bytes_ = 0;
   size_t zero_copy_bytes_ = SIZE_MAX;
   size_t streaming_bytes_ = SIZE_MAX;
+  size_t cross_memory_bytes_ = SIZE_MAX;
   std::atomic<uint64_t> next_chunk_{0};
   std::atomic<uint64_t> done_prefix_{0};
   // Ranges finished ahead of the prefix (start -> end), under ahead_mutex_.
@@ -184,6 +206,7 @@ class ShmChannel {
   std::unique_ptr<std::atomic<uint64_t>[]> peer_done_;  // per rank, local to this process
   std::shared_ptr<ShmRegions> regions_;
   std::atomic<uint64_t> zero_copy_ops_{0};
+  std::atomic<uint64_t> cross_memory_ops_{0};
 };
 
 }  // namespace quorum

@@ -993,9 +993,10 @@ Status PartialAllreduce::destroy() {
         [] { return std::string("draining activations"); });
   }
   QLOG_INFO("partial",
-            "partial #{} rank {}: destroyed after {} rounds ({} through zero-copy), {} "
-            "buffers of {} B ({} symmetric unused)",
-            object_id_, rank_, waited_, zero_copy_rounds(), allocated_, bytes_, symmetric_.size());
+            "partial #{} rank {}: destroyed after {} rounds ({} through zero-copy, {} through "
+            "cross-memory attach), {} buffers of {} B ({} symmetric unused)",
+            object_id_, rank_, waited_, zero_copy_rounds(), cross_memory_rounds(), allocated_,
+            bytes_, symmetric_.size());
   Status q = release();
   if (failed) {
     restore_last_error(error_detail_);

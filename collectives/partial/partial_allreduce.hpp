@@ -189,6 +189,7 @@ class PartialAllreduce {
   size_t plain_buffers() const;
   // Rounds whose data phase took the shm allreduce's zero-copy path here.
   uint64_t zero_copy_rounds() const { return shm_ ? shm_->zero_copy_ops() : 0; }
+  uint64_t cross_memory_rounds() const { return shm_ ? shm_->cross_memory_ops() : 0; }
 
  private:
   struct Round;

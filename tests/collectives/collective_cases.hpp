@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <random>
 #include <string>
 #include <vector>
@@ -239,6 +240,54 @@ inline void SymmetricBuffers(Communicator &c) {
   EXPECT_EQ(c.mem_free(a), QUORUM_ERR_INVALID_ARG);
   EXPECT_EQ(c.mem_free(b), QUORUM_OK);
   EXPECT_EQ(c.barrier(), QUORUM_OK);
+}
+
+// Allreduces on ordinary buffers above QUORUM_SHM_CROSS_MEMORY_BYTES: every
+// dtype with sum, max and average, in place and out of place, at offsets that
+// differ between ranks, each followed by a small allreduce. With the shm
+// allreduce and cross-memory attach on, each must have taken that path
+// (QUORUM_TEST_EXPECT_CROSS_MEMORY=1: it must be on).
+inline void CrossMemoryOnOrdinaryBuffers(Communicator &c) {
+  const int p = c.size(), r = c.rank();
+  const size_t n = 70001;
+  std::vector<uint8_t> a((n + 16) * 8), b((n + 16) * 8);
+  const uint64_t before = c.cross_memory_allreduces();
+  uint64_t calls = 0;
+  bool all_above = true;
+  for (quorum_dtype_t d : kDtypes) {
+    const size_t es = dtype_size(d);
+    all_above = all_above && n * es >= c.cross_memory_min_bytes();
+    for (quorum_op_t op : {QUORUM_SUM, QUORUM_MAX, QUORUM_AVG}) {
+      for (int in_place = 0; in_place < 2; ++in_place) {
+        uint8_t *send = a.data() + es * static_cast<size_t>(r);
+        uint8_t *recv = in_place ? send : b.data() + es * static_cast<size_t>(p - r);
+        for (size_t i = 0; i < n; ++i) store(send, i, d, contribution(r, i, op));
+        ASSERT_EQ(c.allreduce(in_place ? QUORUM_IN_PLACE : send, recv, n, d, op), QUORUM_OK)
+            << "rank " << r << ": " << last_error();
+        ++calls;
+        double got = 0, want = 0;
+        long i = first_difference(recv, n, d, op, p, &got, &want);
+        ASSERT_EQ(i, -1) << "rank " << r << " P=" << p << " " << dtype_name(d) << " " << op_name(op)
+                         << " in_place=" << in_place << ": element " << i << " is " << got
+                         << ", expected " << want;
+        int32_t x = r, y = 0;
+        ASSERT_EQ(c.allreduce(&x, &y, 1, QUORUM_INT32, QUORUM_SUM), QUORUM_OK) << last_error();
+        ASSERT_EQ(y, p * (p - 1) / 2) << "rank " << r;
+      }
+    }
+  }
+  const uint64_t taken = c.cross_memory_allreduces() - before;
+  const char *expect = std::getenv("QUORUM_TEST_EXPECT_CROSS_MEMORY");
+  if (expect && std::string(expect) == "1") {
+    ASSERT_TRUE(c.has_shm_channel() && allreduce_uses_shm() && all_above)
+        << "rank " << r << ": cross-memory attach is off (from " << c.cross_memory_min_bytes()
+        << " B)";
+  }
+  if (c.has_shm_channel() && allreduce_uses_shm() && all_above) {
+    EXPECT_EQ(taken, calls) << "rank " << r;
+  } else if (c.cross_memory_min_bytes() == SIZE_MAX) {
+    EXPECT_EQ(taken, 0u) << "rank " << r;
+  }
 }
 
 // mem_alloc sizes whose rounding (to 64 B, to pages) or whose total over the

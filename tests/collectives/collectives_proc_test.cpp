@@ -34,6 +34,9 @@ TEST_F(ProcessCollectives, SmallAndLargeInterleaved) {
 TEST_F(ProcessCollectives, SymmetricBuffers) {
   test::SymmetricBuffers(*test::process_comm());
 }
+TEST_F(ProcessCollectives, CrossMemoryOnOrdinaryBuffers) {
+  test::CrossMemoryOnOrdinaryBuffers(*test::process_comm());
+}
 TEST_F(ProcessCollectives, HugeAllocationsAreRefused) {
   test::HugeAllocationsAreRefused(*test::process_comm());
 }

@@ -309,9 +309,10 @@ inline void majority_one_driver(Communicator &c, uint64_t rounds = 10) {
 
 // What conservation() saw of its object's zero-copy rounds.
 struct ZeroCopyReport {
-  uint64_t rounds = 0;      // this rank's rounds that went zero-copy
-  bool plain_used = false;  // some rank held more rounds than its symmetric
-                            // buffers (a round on a plain one copies)
+  uint64_t rounds = 0;               // this rank's rounds that went zero-copy
+  uint64_t cross_memory_rounds = 0;  // ... and through cross-memory attach
+  bool plain_used = false;           // some rank held more rounds than its symmetric
+                                     // buffers (a round on a plain one copies)
 };
 
 // 3 + 5. Conservation with carry under random delays, and identical results on
@@ -377,6 +378,7 @@ inline void conservation(Communicator &c, quorum_partial_mode_t mode, uint64_t m
   EXPECT_EQ(p->dropped(), 0u);
   if (zero_copy) {
     zero_copy->rounds = p->zero_copy_rounds();
+    zero_copy->cross_memory_rounds = p->cross_memory_rounds();
     const int64_t mine = static_cast<int64_t>(p->plain_buffers());
     int64_t most = 0;
     ASSERT_EQ(c.allreduce(&mine, &most, 1, QUORUM_INT64, QUORUM_MAX), QUORUM_OK);

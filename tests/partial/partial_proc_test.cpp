@@ -137,6 +137,23 @@ TEST(ProcessPartial, ConservationSoloZeroCopy) {
                       &zero_copy);
   expect_every_round_zero_copy(*test::process_comm(), zero_copy, 25);
 }
+// The same through cross-memory attach (zero-copy off, in 4 KiB blocks):
+// every round, flush included, reads and writes the ranks' plain buffers in
+// place, and the ranks that join with nothing posted are not read.
+TEST(ProcessPartial, ConservationSoloCrossMemory) {
+  Communicator &c = *test::process_comm();
+  test::KnobOverride zero_copy_off("QUORUM_SHM_ZERO_COPY_BYTES", "0");
+  test::KnobOverride from("QUORUM_SHM_CROSS_MEMORY_BYTES", "4096");
+  test::KnobOverride block("QUORUM_SHM_CROSS_MEMORY_BLOCK_BYTES", "4096");
+  cases::ZeroCopyReport report;
+  cases::conservation(c, QUORUM_PARTIAL_SOLO, 4, 24, 1500, 0, 20000, &report);
+  EXPECT_EQ(report.rounds, 0u) << "rank " << c.rank();
+  // The communicator's channel tells whether the ranks may attach (its
+  // threshold is the default's, or off when QUORUM_SHM_CROSS_MEMORY_BYTES=0).
+  if (c.has_shm_channel() && allreduce_uses_shm() && c.cross_memory_min_bytes() != SIZE_MAX) {
+    EXPECT_EQ(report.cross_memory_rounds, 25u) << "rank " << c.rank();
+  }
+}
 // The last rank stays away while the others run 6 rounds: its progress
 // thread joins them, holding 7 buffers (the 4 symmetric ones and 3 plain).
 // Once it caught up, its free list holds both kinds; symmetric ones are taken

@@ -102,6 +102,10 @@ class Communicator {
   // which that path is offered (SIZE_MAX: never, or no shm channel).
   uint64_t cross_memory_allreduces() const { return shm_ ? shm_->cross_memory_ops() : 0; }
   size_t cross_memory_min_bytes() const { return shm_ ? shm_->cross_memory_bytes() : SIZE_MAX; }
+  // Out of place, messages above this size copy instead (SIZE_MAX: no limit).
+  size_t cross_memory_out_of_place_max_bytes() const {
+    return shm_ ? shm_->cross_memory_out_of_place_max_bytes() : SIZE_MAX;
+  }
   bool has_shm_channel() const { return shm_ != nullptr; }
 
   Status wait(const RequestPtr &req);

@@ -72,6 +72,11 @@ Knob<int64_t> knob_shm_cross_memory_bytes(
     "shm allreduce: messages of at least this size whose buffers are not all symmetric are "
     "reduced straight between the ranks' buffers with cross-memory attach (process_vm_readv/"
     "writev; no copy in or out), where the ranks may attach to each other; 0: never");
+Knob<int64_t> knob_shm_cross_memory_out_of_place_max_bytes(
+    "QUORUM_SHM_CROSS_MEMORY_OUT_OF_PLACE_MAX_BYTES", 16 << 20,
+    "shm allreduce: out-of-place messages above this size copy instead of taking the "
+    "cross-memory path (its writes to the peers' receive buffers read every line first, which "
+    "costs more than the copies once the buffers leave the cache); 0: no limit");
 Knob<int64_t> knob_shm_cross_memory_block_bytes(
     "QUORUM_SHM_CROSS_MEMORY_BLOCK_BYTES", 128 * 1024,
     "shm allreduce, cross-memory path: bytes read from each peer per system call (the blocks "
@@ -128,6 +133,9 @@ Status ShmChannel::create(const ShmGroup &group, std::unique_ptr<ShmChannel> *ou
   const int64_t cross_memory = knob_shm_cross_memory_bytes.get();
   ch->cross_memory_bytes_ =
       !attach || cross_memory <= 0 ? SIZE_MAX : std::max<size_t>(4096, cross_memory);
+  const int64_t out_of_place_max = knob_shm_cross_memory_out_of_place_max_bytes.get();
+  ch->cross_memory_out_of_place_max_bytes_ =
+      out_of_place_max <= 0 ? SIZE_MAX : static_cast<size_t>(out_of_place_max);
   const int64_t streaming = knob_shm_streaming_bytes.get();
   if (streaming == 0) {
     ch->streaming_bytes_ = SIZE_MAX;
@@ -216,7 +224,9 @@ class ShmAllreduceTask : public Task {
     // A candidate for a direct path offers it in its first posted line; the
     // path is taken when every rank offers it (see decide_path).
     zero_copy_candidate_ = count_ * es_ >= ch->zero_copy_bytes();
-    cross_memory_candidate_ = count_ * es_ >= ch->cross_memory_bytes();
+    cross_memory_candidate_ =
+        count_ * es_ >= ch->cross_memory_bytes() &&
+        (send_ == recv_ || count_ * es_ <= ch->cross_memory_out_of_place_max_bytes());
     path_ = zero_copy_candidate_ || cross_memory_candidate_ ? Path::Undecided : Path::Copy;
     // In place, the lines written were just read (they are in cache): a
     // streaming store would evict them.

@@ -40,8 +40,12 @@
 // attach (runtime/cross_memory.hpp), block by block through a buffer that
 // stays in cache: per rank the slice's inputs are read once and the results
 // written once, the same memory traffic as zero-copy, plus two system calls
-// per peer and block. The ranks agreed at the channel's creation that they can
-// attach to each other (probe_cross_memory), or no rank offers it.
+// per peer and block. Out of place, messages above
+// QUORUM_SHM_CROSS_MEMORY_OUT_OF_PLACE_MAX_BYTES copy instead: the kernel's
+// writes into the peers' receive buffers read each line first, which costs
+// more than the copy path once the buffers leave the cache (in place, those
+// lines were just read). The ranks agreed at the channel's creation that
+// they can attach to each other (probe_cross_memory), or no rank offers it.
 //
 // A rank whose CollArgs say send_identity (a partial round joined with nothing
 // posted) contributes the op's identity without it being in its buffer: it
@@ -101,6 +105,10 @@ class ShmChannel {
   // QUORUM_SHM_CROSS_MEMORY_BYTES (SIZE_MAX: never, also when the ranks cannot
   // attach to each other's memory), read when the channel was made.
   size_t cross_memory_bytes() const { return cross_memory_bytes_; }
+  // QUORUM_SHM_CROSS_MEMORY_OUT_OF_PLACE_MAX_BYTES (SIZE_MAX: no limit).
+  size_t cross_memory_out_of_place_max_bytes() const {
+    return cross_memory_out_of_place_max_bytes_;
+  }
   // QUORUM_SHM_STREAMING_BYTES (SIZE_MAX: never), read when the channel was made.
   size_t streaming_bytes() const { return streaming_bytes_; }
   // The first of `n` consecutive chunk numbers for one collective.
@@ -197,6 +205,7 @@ class ShmChannel {
   size_t zero_copy_bytes_ = SIZE_MAX;
   size_t streaming_bytes_ = SIZE_MAX;
   size_t cross_memory_bytes_ = SIZE_MAX;
+  size_t cross_memory_out_of_place_max_bytes_ = SIZE_MAX;
   std::atomic<uint64_t> next_chunk_{0};
   std::atomic<uint64_t> done_prefix_{0};
   // Ranges finished ahead of the prefix (start -> end), under ahead_mutex_.

@@ -7,7 +7,9 @@
 #
 # Builds nothing. Runs, ROUNDS times and alternating: quorum-bench (2 ranks under
 # quorum-run) on ordinary buffers and on buffers from quorum_mem_alloc
-# (--shared-buffers: the zero-copy path), perf/mpi_allreduce_bench (2 ranks
+# (--shared-buffers: the zero-copy path), quorum-bench on ordinary buffers with
+# QUORUM_SHM_CROSS_MEMORY_BYTES=0 (the copy path the cross-memory one replaces
+# from 1 MiB), perf/mpi_allreduce_bench (2 ranks
 # under mpirun, shared memory), perf/memcpy_bw (one thread) at the same sizes and
 # once more at MEMBW_BYTES (default 256M, beyond any last-level cache: the
 # memory-bandwidth limit); float32 sum, sizes MIN_BYTES..MAX_BYTES (x2).
@@ -18,7 +20,8 @@
 # quorum on mem_alloc buffers ("shared"), quorum/memcpy in place on both kinds
 # of buffer ("qi", "si": gradients are reduced in place), then the memory-bandwidth
 # limit ("membw": memcpy at MEMBW_BYTES) and quorum/membw on both kinds of buffer,
-# out of place and in place ("q/mbw", "qi/mbw", "s/mbw", "si/mbw"). Below the
+# out of place and in place ("q/mbw", "qi/mbw", "s/mbw", "si/mbw"), and quorum
+# on ordinary buffers against its copy path ("q/copy", "qi/copyi"). Below the
 # cache's size the per-size memcpy runs from cache, not memory, so the two
 # columns differ there; from the sizes where the buffers leave the cache they
 # agree. It writes them as JSON
@@ -81,6 +84,9 @@ run_round() {  # $1 = round, $2 = size or "sweep"
   "$launcher" -n "$nranks" --timeout 900 -- "$bench" allreduce -b "$b" -e "$e" -d float32 -o sum \
     --json-out "$tmp/q.$r.$2.jsonl" >"$tmp/q.$r.$2.log" 2>&1 ||
     { echo "$0: quorum-bench failed:" >&2; cat "$tmp/q.$r.$2.log" >&2; exit 1; }
+  QUORUM_SHM_CROSS_MEMORY_BYTES=0 "$launcher" -n "$nranks" --timeout 900 -- "$bench" allreduce \
+    -b "$b" -e "$e" -d float32 -o sum --json-out "$tmp/k.$r.$2.jsonl" >"$tmp/k.$r.$2.log" 2>&1 ||
+    { echo "$0: quorum-bench (copy path) failed:" >&2; cat "$tmp/k.$r.$2.log" >&2; exit 1; }
   "$launcher" -n "$nranks" --timeout 900 -- "$bench" allreduce -b "$b" -e "$e" -d float32 -o sum \
     --shared-buffers --json-out "$tmp/s.$r.$2.jsonl" >"$tmp/s.$r.$2.log" 2>&1 ||
     { echo "$0: quorum-bench --shared-buffers failed:" >&2; cat "$tmp/s.$r.$2.log" >&2; exit 1; }
@@ -128,6 +134,9 @@ q_ip_bus = collect("q", ip("busbw_gbs"))
 s_bus = collect("s", oop("busbw_gbs"))
 s_ip_bus = collect("s", ip("busbw_gbs"))
 s_wrong = collect("s", both_wrong)
+k_bus = collect("k", oop("busbw_gbs"))
+k_ip_bus = collect("k", ip("busbw_gbs"))
+k_wrong = collect("k", both_wrong)
 m_bus = collect("m", oop("busbw_gbs"))
 m_time = collect("m", oop("time_us"))
 m_wrong = collect("m", oop("wrong"))
@@ -143,6 +152,7 @@ for size in sorted(set(q_bus) & set(m_bus)):
     qb, mb, cb = med(q_bus[size]), med(m_bus[size]), med(c_bw.get(size, []))
     sb = med(s_bus.get(size, []))
     qi, si = med(q_ip_bus.get(size, [])), med(s_ip_bus.get(size, []))
+    kb, ki = med(k_bus.get(size, [])), med(k_ip_bus.get(size, []))
     rows.append({
         "size": size,
         "quorum_busbw_gbs": qb, "quorum_time_us": med(q_time[size]),
@@ -160,7 +170,11 @@ for size in sorted(set(q_bus) & set(m_bus)):
         "membw_gbs": wb,
         "ratio_quorum_membw": per_w(qb), "ratio_quorum_inplace_membw": per_w(qi),
         "ratio_shared_membw": per_w(sb), "ratio_shared_inplace_membw": per_w(si),
-        "quorum_wrong": sum(w or 0 for w in q_wrong[size]) + sum(w or 0 for w in s_wrong.get(size, [])),
+        "copy_busbw_gbs": kb, "copy_inplace_busbw_gbs": ki,
+        "ratio_quorum_copy": qb / kb if kb > 0 else None,
+        "ratio_quorum_inplace_copy": qi / ki if ki > 0 else None,
+        "quorum_wrong": sum(w or 0 for w in q_wrong[size]) + sum(w or 0 for w in s_wrong.get(size, []))
+                        + sum(w or 0 for w in k_wrong.get(size, [])),
         "mpi_wrong": sum(w or 0 for w in m_wrong[size]),
         "rounds": len(q_bus[size]),
     })
@@ -170,7 +184,8 @@ print(f"# allreduce float32 sum, {nranks} ranks, out-of-place busbw (GB/s = 1e9 
 print(f"#{'size':>11} {'quorum':>9} {'mpi':>9} {'q/mpi':>7} {'memcpy':>9} {'q/memcpy':>9}"
       f" {'shared':>9} {'s/mpi':>7} {'s/memcpy':>9} {'qi/memcpy':>9} {'si/memcpy':>9}"
       f" {'q_us':>10} {'mpi_us':>10} {'#wrong':>6}"
-      f" {'membw':>7} {'q/mbw':>6} {'qi/mbw':>6} {'s/mbw':>6} {'si/mbw':>6}")
+      f" {'membw':>7} {'q/mbw':>6} {'qi/mbw':>6} {'s/mbw':>6} {'si/mbw':>6}"
+      f" {'q/copy':>6} {'qi/copyi':>8}")
 fmt = lambda x, p=2: "-" if x is None or x != x else f"{x:.{p}f}"
 for r in rows:
     print(f" {r['size']:>11} {fmt(r['quorum_busbw_gbs']):>9} {fmt(r['mpi_busbw_gbs']):>9}"
@@ -183,7 +198,8 @@ for r in rows:
           f" {fmt(r['mpi_time_us']):>10} {r['quorum_wrong'] + r['mpi_wrong']:>6}"
           f" {fmt(r['membw_gbs']):>7} {fmt(r['ratio_quorum_membw']):>6}"
           f" {fmt(r['ratio_quorum_inplace_membw']):>6} {fmt(r['ratio_shared_membw']):>6}"
-          f" {fmt(r['ratio_shared_inplace_membw']):>6}")
+          f" {fmt(r['ratio_shared_inplace_membw']):>6}"
+          f" {fmt(r['ratio_quorum_copy']):>6} {fmt(r['ratio_quorum_inplace_copy']):>8}")
 json.dump({"what": "allreduce float32 sum, busbw (out of place unless named inplace), "
                    "median over rounds",
            "nranks": nranks, "rounds": rounds, "membw_bytes": w_size, "membw_gbs": wb,

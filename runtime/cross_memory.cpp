@@ -31,13 +31,13 @@ int cross_memory_write(pid_t pid, uint64_t remote, const void *local, size_t byt
   return n < 0 ? errno : EFAULT;
 }
 
-Status probe_cross_memory(const ShmGroup &group, bool *usable) {
+Status probe_cross_memory(const ShmGroup &group, bool want, bool *usable) {
   *usable = false;
   const size_t p = static_cast<size_t>(group.size);
 #ifdef PR_SET_PTRACER
   // Yama's ptrace_scope 1 lets only a process's ancestors, or those it names,
   // attach; the ranks are siblings. (Harmless where Yama is absent.)
-  prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY, 0, 0, 0);
+  if (want) prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY, 0, 0, 0);
 #endif
   // A word whose value tells the reader it read the right process.
   static thread_local uint64_t word;
@@ -49,7 +49,7 @@ Status probe_cross_memory(const ShmGroup &group, bool *usable) {
   } mine{{getpid(), reinterpret_cast<uintptr_t>(&word)}, word};
   std::vector<Probe> all(p);
   QUORUM_CHECK(group.allgather(&mine, all.data(), sizeof(Probe)));
-  bool ok = true;
+  bool ok = want;
   for (size_t q = 0; q < p && ok; ++q) {
     if (static_cast<int>(q) == group.rank) continue;
     uint64_t got = 0;

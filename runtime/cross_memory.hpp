@@ -32,9 +32,11 @@ int cross_memory_read(pid_t pid, uint64_t remote, void *local, size_t bytes);
 // Copies `bytes` from `local` to `remote` in process `pid`; returns as above.
 int cross_memory_write(pid_t pid, uint64_t remote, const void *local, size_t bytes);
 
-// Collective over `group`: *usable = every rank could read a word from every
-// other rank's memory. Never fails for a refusal (that gives false); fails
-// only when the group's allgather does.
-Status probe_cross_memory(const ShmGroup &group, bool *usable);
+// Collective over `group`: *usable = every rank wanted it and could read a
+// word from every other rank's memory. A rank that does not want it (its
+// knob says never) takes no step toward it (names no tracer, reads nothing)
+// and so turns it off for all. Never fails for a refusal (that gives false);
+// fails only when the group's allgather does.
+Status probe_cross_memory(const ShmGroup &group, bool want, bool *usable);
 
 }  // namespace quorum

@@ -127,12 +127,11 @@ Status ShmChannel::create(const ShmGroup &group, std::unique_ptr<ShmChannel> *ou
   // Below a few KiB the replicated path (one flag round trip) is faster.
   const int64_t zero_copy = knob_shm_zero_copy_bytes.get();
   ch->zero_copy_bytes_ = zero_copy <= 0 ? SIZE_MAX : std::max<size_t>(4096, zero_copy);
-  // Collective: every rank probes, whatever its knob says.
-  bool attach = false;
-  QUORUM_CHECK(probe_cross_memory(group, &attach));
+  // Collective: every rank takes part; one whose knob says never turns it off for all.
   const int64_t cross_memory = knob_shm_cross_memory_bytes.get();
-  ch->cross_memory_bytes_ =
-      !attach || cross_memory <= 0 ? SIZE_MAX : std::max<size_t>(4096, cross_memory);
+  bool attach = false;
+  QUORUM_CHECK(probe_cross_memory(group, cross_memory > 0, &attach));
+  ch->cross_memory_bytes_ = !attach ? SIZE_MAX : std::max<size_t>(4096, cross_memory);
   const int64_t out_of_place_max = knob_shm_cross_memory_out_of_place_max_bytes.get();
   ch->cross_memory_out_of_place_max_bytes_ =
       out_of_place_max <= 0 ? SIZE_MAX : static_cast<size_t>(out_of_place_max);
@@ -152,10 +151,7 @@ Status ShmChannel::create(const ShmGroup &group, std::unique_ptr<ShmChannel> *ou
             "shared-memory segment of {} B ({} ranks, chunk {} B, streaming stores from {} B, "
             "cross-memory attach {})",
             ch->segment_->size(), p, chunk, ch->streaming_bytes_,
-            !attach ? std::string("refused")
-            : ch->cross_memory_bytes_ == SIZE_MAX
-                ? std::string("off")
-                : fmt::format("from {} B", ch->cross_memory_bytes_));
+            attach ? fmt::format("from {} B", ch->cross_memory_bytes_) : std::string("off"));
   *out = std::move(ch);
   return kOk;
 }

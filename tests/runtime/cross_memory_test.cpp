@@ -3,7 +3,8 @@
 // address the other process does not map, a process that is gone), and the
 // group probe: two ranks that can attach (both this process) agree it is
 // usable; a peer that cannot be read (a bogus process, a wrong word) makes it
-// unusable, as does a peer that could read but another rank could not.
+// unusable, as does a peer that could read but another rank could not, and a
+// rank that does not want it.
 #include "runtime/cross_memory.hpp"
 
 #include <gtest/gtest.h>
@@ -85,7 +86,7 @@ ShmGroup two_ranks(std::function<void(uint8_t *peer, size_t bytes, int call)> ma
 
 TEST(CrossMemory, ProbeAgreesWhenEveryRankCanAttach) {
   bool usable = false;
-  ASSERT_EQ(probe_cross_memory(two_ranks([](uint8_t *, size_t, int) {}), &usable), kOk);
+  ASSERT_EQ(probe_cross_memory(two_ranks([](uint8_t *, size_t, int) {}), true, &usable), kOk);
   EXPECT_TRUE(usable);
 }
 
@@ -95,7 +96,7 @@ TEST(CrossMemory, ProbeRefusesAPeerThatCannotBeRead) {
   ASSERT_EQ(probe_cross_memory(two_ranks([](uint8_t *peer, size_t bytes, int call) {
                                  if (call == 1) std::memset(peer, 0, bytes);
                                }),
-                               &usable),
+                               true, &usable),
             kOk);
   EXPECT_FALSE(usable);
   // Rank 1's record names this process but promises another word.
@@ -103,7 +104,7 @@ TEST(CrossMemory, ProbeRefusesAPeerThatCannotBeRead) {
   ASSERT_EQ(probe_cross_memory(two_ranks([](uint8_t *peer, size_t bytes, int call) {
                                  if (call == 1) peer[bytes - 1] ^= 0xff;
                                }),
-                               &usable),
+                               true, &usable),
             kOk);
   EXPECT_FALSE(usable);
   // This rank could read rank 1, but rank 1 says it could not read us.
@@ -111,8 +112,15 @@ TEST(CrossMemory, ProbeRefusesAPeerThatCannotBeRead) {
   ASSERT_EQ(probe_cross_memory(two_ranks([](uint8_t *peer, size_t bytes, int call) {
                                  if (call == 2) std::memset(peer, 0, bytes);
                                }),
-                               &usable),
+                               true, &usable),
             kOk);
+  EXPECT_FALSE(usable);
+}
+
+// A rank whose knob says never: off, even though every read would work.
+TEST(CrossMemory, ProbeIsOffWhenARankDoesNotWantIt) {
+  bool usable = true;
+  ASSERT_EQ(probe_cross_memory(two_ranks([](uint8_t *, size_t, int) {}), false, &usable), kOk);
   EXPECT_FALSE(usable);
 }
 
@@ -123,7 +131,7 @@ TEST(CrossMemory, ProbeFailsWhenTheExchangeFails) {
     return fail(QUORUM_ERR_BOOTSTRAP, "test", "allgather fails");
   };
   bool usable = true;
-  EXPECT_EQ(probe_cross_memory(g, &usable), QUORUM_ERR_BOOTSTRAP);
+  EXPECT_EQ(probe_cross_memory(g, true, &usable), QUORUM_ERR_BOOTSTRAP);
   EXPECT_FALSE(usable);
 }
 

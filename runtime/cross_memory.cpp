@@ -13,22 +13,28 @@
 
 namespace quorum {
 
-int cross_memory_read(pid_t pid, uint64_t remote, void *local, size_t bytes) {
+namespace {
+
+using VmCopy = ssize_t (*)(pid_t, const iovec *, unsigned long, const iovec *, unsigned long,
+                           unsigned long);
+
+int vm_copy(VmCopy copy, pid_t pid, uint64_t remote, void *local, size_t bytes) {
   if (bytes == 0) return 0;
   iovec l{local, bytes};
   iovec r{reinterpret_cast<void *>(static_cast<uintptr_t>(remote)), bytes};
-  const ssize_t n = process_vm_readv(pid, &l, 1, &r, 1, 0);
+  const ssize_t n = copy(pid, &l, 1, &r, 1, 0);
   if (n == static_cast<ssize_t>(bytes)) return 0;
   return n < 0 ? errno : EFAULT;
 }
 
+}  // namespace
+
+int cross_memory_read(pid_t pid, uint64_t remote, void *local, size_t bytes) {
+  return vm_copy(process_vm_readv, pid, remote, local, bytes);
+}
+
 int cross_memory_write(pid_t pid, uint64_t remote, const void *local, size_t bytes) {
-  if (bytes == 0) return 0;
-  iovec l{const_cast<void *>(local), bytes};
-  iovec r{reinterpret_cast<void *>(static_cast<uintptr_t>(remote)), bytes};
-  const ssize_t n = process_vm_writev(pid, &l, 1, &r, 1, 0);
-  if (n == static_cast<ssize_t>(bytes)) return 0;
-  return n < 0 ? errno : EFAULT;
+  return vm_copy(process_vm_writev, pid, remote, const_cast<void *>(local), bytes);
 }
 
 Status probe_cross_memory(const ShmGroup &group, bool want, bool *usable) {
@@ -44,18 +50,19 @@ Status probe_cross_memory(const ShmGroup &group, bool want, bool *usable) {
   word = 0x71756f72756d0000ull ^ (static_cast<uint64_t>(getpid()) << 8) ^
          static_cast<uint64_t>(group.rank);
   struct Probe {
-    CrossMemoryPeer at;
+    pid_t pid;
+    uint64_t address;
     uint64_t value;
-  } mine{{getpid(), reinterpret_cast<uintptr_t>(&word)}, word};
+  } mine{getpid(), reinterpret_cast<uintptr_t>(&word), word};
   std::vector<Probe> all(p);
   QUORUM_CHECK(group.allgather(&mine, all.data(), sizeof(Probe)));
   bool ok = want;
   for (size_t q = 0; q < p && ok; ++q) {
     if (static_cast<int>(q) == group.rank) continue;
     uint64_t got = 0;
-    const int err = cross_memory_read(all[q].at.pid, all[q].at.address, &got, sizeof(got));
+    const int err = cross_memory_read(all[q].pid, all[q].address, &got, sizeof(got));
     if (err != 0 || got != all[q].value) {
-      QLOG_INFO("shm", "no cross-memory attach to rank {} (process {}): {}", q, all[q].at.pid,
+      QLOG_INFO("shm", "no cross-memory attach to rank {} (process {}): {}", q, all[q].pid,
                 err != 0 ? std::strerror(err) : "read another word");
       ok = false;
     }

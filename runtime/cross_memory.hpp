@@ -19,12 +19,6 @@
 
 namespace quorum {
 
-// Where a rank's buffer lies for cross-memory attach: its process and address.
-struct CrossMemoryPeer {
-  pid_t pid = 0;
-  uint64_t address = 0;
-};
-
 // Copies `bytes` from `remote` in process `pid` into `local`. Returns 0, or
 // the errno of the kernel's refusal (ESRCH: the process is gone; EFAULT also
 // when it copied less: an address the process does not map).

@@ -132,6 +132,8 @@ Status ShmChannel::create(const ShmGroup &group, std::unique_ptr<ShmChannel> *ou
   bool attach = false;
   QUORUM_CHECK(probe_cross_memory(group, cross_memory > 0, &attach));
   ch->cross_memory_bytes_ = !attach ? SIZE_MAX : std::max<size_t>(4096, cross_memory);
+  ch->cross_memory_block_bytes_ =
+      static_cast<size_t>(std::max<int64_t>(4096, knob_shm_cross_memory_block_bytes.get()));
   const int64_t out_of_place_max = knob_shm_cross_memory_out_of_place_max_bytes.get();
   ch->cross_memory_out_of_place_max_bytes_ =
       out_of_place_max <= 0 ? SIZE_MAX : static_cast<size_t>(out_of_place_max);
@@ -537,6 +539,22 @@ class ShmAllreduceTask : public Task {
     ch_->count_zero_copy();
   }
 
+  // out[0, n) = the n elements at source(0), ..., source(k - 1) reduced in
+  // that order (the identity when k is 0), averaged over every rank for
+  // QUORUM_AVG: a block of the direct paths' slice.
+  template <typename Source>
+  void reduce_block(uint8_t *out, size_t k, Source source, size_t n) const {
+    if (k == 0) {
+      fill_identity(out, n, dtype_, op_);
+    } else if (k == 1) {
+      std::memcpy(out, source(0), n * es_);
+    } else {
+      reduce_out(out, source(0), source(1), n, dtype_, op_);
+      for (size_t i = 2; i < k; ++i) reduce_into(out, source(i), n, dtype_, op_);
+    }
+    if (op_ == QUORUM_AVG) scale_average(out, n, dtype_, ch_->size());
+  }
+
   // This rank's slice, block by block through a small buffer that stays in
   // cache: reduced from the contributing ranks' send buffers in rank order
   // (the identity when none contributes), then copied to every rank's receive
@@ -550,17 +568,8 @@ class ShmAllreduceTask : public Task {
     for (size_t o = slice.offset; o < slice.offset + slice.count; o += block) {
       const size_t n = std::min(block, slice.offset + slice.count - o);
       const size_t at = o * es_;
-      if (sources_.empty()) {
-        fill_identity(tmp.get(), n, dtype_, op_);
-      } else if (sources_.size() == 1) {
-        std::memcpy(tmp.get(), sources_[0] + at, n * es_);
-      } else {
-        reduce_out(tmp.get(), sources_[0] + at, sources_[1] + at, n, dtype_, op_);
-        for (size_t q = 2; q < sources_.size(); ++q) {
-          reduce_into(tmp.get(), sources_[q] + at, n, dtype_, op_);
-        }
-      }
-      if (op_ == QUORUM_AVG) scale_average(tmp.get(), n, dtype_, p);
+      reduce_block(
+          tmp.get(), sources_.size(), [&](size_t i) { return sources_[i] + at; }, n);
       for (int q = 0; q < p; ++q) {
         copy_result(peer_recv_[static_cast<size_t>(q)] + at, tmp.get(), n * es_);
       }
@@ -575,9 +584,7 @@ class ShmAllreduceTask : public Task {
   Status reduce_cross_memory() {
     const int me = ch_->rank(), p = ch_->size();
     auto slice = own_slice(count_);
-    const size_t block = std::max<size_t>(
-        1, static_cast<size_t>(std::max<int64_t>(4096, knob_shm_cross_memory_block_bytes.get())) /
-               es_);
+    const size_t block = std::max<size_t>(1, ch_->cross_memory_block_bytes() / es_);
     const size_t block_bytes = block * es_;
     // Slot 0 holds the result; slot 1 + i the i-th contributing peer's part.
     std::unique_ptr<uint8_t[]> tmp(new uint8_t[block_bytes * static_cast<size_t>(p)]);
@@ -599,15 +606,8 @@ class ShmAllreduceTask : public Task {
         QUORUM_CHECK(read_peer(q, peer.send + at, into, n * es_));
         src.push_back(into);
       }
-      if (src.empty()) {
-        fill_identity(acc, n, dtype_, op_);
-      } else if (src.size() == 1) {
-        std::memcpy(acc, src[0], n * es_);
-      } else {
-        reduce_out(acc, src[0], src[1], n, dtype_, op_);
-        for (size_t i = 2; i < src.size(); ++i) reduce_into(acc, src[i], n, dtype_, op_);
-      }
-      if (op_ == QUORUM_AVG) scale_average(acc, n, dtype_, p);
+      reduce_block(
+          acc, src.size(), [&](size_t i) { return src[i]; }, n);
       for (int q = 0; q < p; ++q) {
         if (q == me) {
           copy_result(recv_ + at, acc, n * es_);

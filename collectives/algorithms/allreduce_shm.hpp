@@ -105,6 +105,8 @@ class ShmChannel {
   // QUORUM_SHM_CROSS_MEMORY_BYTES (SIZE_MAX: never, also when the ranks cannot
   // attach to each other's memory), read when the channel was made.
   size_t cross_memory_bytes() const { return cross_memory_bytes_; }
+  // QUORUM_SHM_CROSS_MEMORY_BLOCK_BYTES (at least 4096).
+  size_t cross_memory_block_bytes() const { return cross_memory_block_bytes_; }
   // QUORUM_SHM_CROSS_MEMORY_OUT_OF_PLACE_MAX_BYTES (SIZE_MAX: no limit).
   size_t cross_memory_out_of_place_max_bytes() const {
     return cross_memory_out_of_place_max_bytes_;
@@ -206,6 +208,7 @@ class ShmChannel {
   size_t streaming_bytes_ = SIZE_MAX;
   size_t cross_memory_bytes_ = SIZE_MAX;
   size_t cross_memory_out_of_place_max_bytes_ = SIZE_MAX;
+  size_t cross_memory_block_bytes_ = 128 * 1024;
   std::atomic<uint64_t> next_chunk_{0};
   std::atomic<uint64_t> done_prefix_{0};
   // Ranges finished ahead of the prefix (start -> end), under ahead_mutex_.

@@ -1,7 +1,8 @@
 // shm_channel_test.cpp: the shm channel's done prefix on one rank. Ops finish
 // their chunk ranges in any order (a later op may finish before an earlier
 // one's last chunk); the prefix must cover exactly the ranges below which
-// every chunk is finished, and never stall, from one thread or several.
+// every chunk is finished, and never stall, from one thread or several. Also
+// the streaming-store size the channel reads from its knob.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -12,6 +13,7 @@
 #include <vector>
 
 #include "collectives/algorithms/allreduce_shm.hpp"
+#include "runtime/knobs.hpp"
 
 namespace quorum {
 namespace {
@@ -25,6 +27,27 @@ std::unique_ptr<ShmChannel> one_rank_channel() {
   std::unique_ptr<ShmChannel> ch;
   EXPECT_EQ(ShmChannel::create(g, &ch), kOk) << last_error();
   return ch;
+}
+
+// QUORUM_SHM_STREAMING_BYTES: -1 derives it from the last-level cache, at
+// most 8 MiB (a virtual machine reports its host's whole cache); 0 is never.
+TEST(ShmChannel, StreamingBytesFromKnob) {
+  KnobBase *knob = find_knob("QUORUM_SHM_STREAMING_BYTES");
+  ASSERT_NE(knob, nullptr);
+  knob->set_override(std::string("-1"));
+  auto ch = one_rank_channel();
+  ASSERT_TRUE(ch);
+  EXPECT_GE(ch->streaming_bytes(), size_t{64} << 10);
+  EXPECT_LE(ch->streaming_bytes(), size_t{8} << 20);
+  knob->set_override(std::string("0"));
+  ch = one_rank_channel();
+  ASSERT_TRUE(ch);
+  EXPECT_EQ(ch->streaming_bytes(), SIZE_MAX);
+  knob->set_override(std::string("12345"));
+  ch = one_rank_channel();
+  ASSERT_TRUE(ch);
+  EXPECT_EQ(ch->streaming_bytes(), 12345u);
+  knob->set_override(std::nullopt);
 }
 
 TEST(ShmChannel, DonePrefixInOrderAndOutOfOrder) {

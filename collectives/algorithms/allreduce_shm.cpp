@@ -22,8 +22,8 @@
 // QUORUM_SHM_STREAMING_BYTES and more (by default the size where the ranks'
 // buffers fill the last-level cache, at most 8 MiB) write their results (into
 // the receive buffers) with streaming stores (reduce/streaming.hpp), which
-// saves the read of every line written. In place, every line written was just read (it is in
-// cache already), and a streaming store would only evict it.
+// saves the read of every line written. In place, every line written was just
+// read (it is in cache already), and a streaming store would only evict it.
 //
 // The task never blocks: it polls the flags and returns Pending. It fails at
 // once when a peer is known dead (transport->peer_failed) or when another rank
@@ -367,7 +367,7 @@ class ShmAllreduceTask : public Task {
         // A descriptor even when this rank is no candidate (it says "no
         // region"): a peer whose QUORUM_SHM_ZERO_COPY_BYTES differs then
         // copies too instead of reading a stale line.
-        ShmChannel::ZeroCopyDescriptor d;
+        ShmChannel::DirectPathDescriptor d;
         d.send_identity = identity_ ? 1u : 0u;
         if (zero_copy_candidate_) {
           d.send = ch_->regions().locate(send_, count_ * es_);
@@ -503,7 +503,7 @@ class ShmAllreduceTask : public Task {
   void decide_path(int s) {
     const int p = ch_->size();
     const size_t bytes = count_ * es_;
-    std::vector<ShmChannel::ZeroCopyDescriptor> d(static_cast<size_t>(p));
+    std::vector<ShmChannel::DirectPathDescriptor> d(static_cast<size_t>(p));
     bool symmetric = true, cross_memory = true;
     for (int q = 0; q < p; ++q) {
       auto &dq = d[static_cast<size_t>(q)];

@@ -47,8 +47,9 @@
 // lines were just read), and the copy path writes with streaming stores
 // there. (Reading the peers' inputs by cross-memory attach but passing the
 // results through the result slots measured no faster than copying in, at
-// 32 and 64 MiB, with or without streaming stores.) The ranks agreed at the channel's creation that
-// they can attach to each other (probe_cross_memory), or no rank offers it.
+// 32 and 64 MiB, with or without streaming stores.) The ranks agreed at the
+// channel's creation that they can attach to each other (probe_cross_memory),
+// or no rank offers it.
 //
 // A rank whose CollArgs say send_identity (a partial round joined with nothing
 // posted) contributes the op's identity without it being in its buffer: it
@@ -175,8 +176,9 @@ class ShmChannel {
   // How many allreduces took the cross-memory path on this rank.
   uint64_t cross_memory_ops() const { return cross_memory_ops_.load(std::memory_order_relaxed); }
   void count_cross_memory() { cross_memory_ops_.fetch_add(1, std::memory_order_relaxed); }
-  // Where a zero-copy candidate's buffers lie; rides in its first posted line.
-  struct ZeroCopyDescriptor {
+  // Where a direct-path candidate's buffers lie (zero-copy: in the symmetric
+  // regions; cross-memory: in its process); rides in its first posted line.
+  struct DirectPathDescriptor {
     ShmRegions::Location send;
     ShmRegions::Location recv;
     uint32_t send_identity = 0;  // contributes the identity: send is not read
@@ -185,7 +187,7 @@ class ShmChannel {
     uint64_t send_address = 0;
     uint64_t recv_address = 0;
   };
-  static_assert(sizeof(ZeroCopyDescriptor) <= kInlinePayload);
+  static_assert(sizeof(DirectPathDescriptor) <= kInlinePayload);
   bool broken() const { return line(0).load(std::memory_order_acquire) != 0; }
   void set_broken() { line(0).store(1, std::memory_order_release); }
 

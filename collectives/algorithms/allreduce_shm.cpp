@@ -73,10 +73,11 @@ Knob<int64_t> knob_shm_cross_memory_bytes(
     "reduced straight between the ranks' buffers with cross-memory attach (process_vm_readv/"
     "writev; no copy in or out), where the ranks may attach to each other; 0: never");
 Knob<int64_t> knob_shm_cross_memory_out_of_place_max_bytes(
-    "QUORUM_SHM_CROSS_MEMORY_OUT_OF_PLACE_MAX_BYTES", 16 << 20,
+    "QUORUM_SHM_CROSS_MEMORY_OUT_OF_PLACE_MAX_BYTES", -1,
     "shm allreduce: out-of-place messages above this size copy instead of taking the "
     "cross-memory path (its writes to the peers' receive buffers read every line first, which "
-    "costs more than the copies once the buffers leave the cache); 0: no limit");
+    "costs more than the copies once the buffers leave the cache). -1: the size where they "
+    "leave it, as QUORUM_SHM_STREAMING_BYTES's default; 0: no limit");
 Knob<int64_t> knob_shm_cross_memory_block_bytes(
     "QUORUM_SHM_CROSS_MEMORY_BLOCK_BYTES", 128 * 1024,
     "shm allreduce, cross-memory path: bytes read from each peer per system call (the blocks "
@@ -92,6 +93,26 @@ Knob<int64_t> knob_shm_streaming_bytes(
 Knob<int64_t> knob_shm_max_bytes("QUORUM_SHM_MAX_BYTES", 64 << 20,
                                  "Largest shared-memory segment per communicator; the chunk "
                                  "shrinks to fit (P + 1) x 2 slots");
+
+namespace {
+
+// The out-of-place message size from which every rank's send and receive
+// buffer together fill the last-level cache: streaming stores pay from there,
+// and the cross-memory path's writes into the peers' receive buffers stop
+// paying. Capped: in a virtual machine the cache hwloc reports is the host's,
+// shared with other tenants. Out of place on 2 ranks, on one reporting 300 MiB:
+// streaming measured 7% faster at 8 MiB and 20-30% at 32-64 MiB than without,
+// and at 16 MiB the copy path 1.03x and 1.20x the cross-memory path's speed
+// (two hosts), which wins at 8 MiB (1.26x and 1.10x).
+size_t out_of_place_beyond_cache_bytes(int ranks) {
+  constexpr size_t kMaxBytes = size_t{8} << 20;
+  TopologyInfo topo;
+  const uint64_t llc = query_topology(&topo) == kOk ? topo.last_level_cache_bytes : 0;
+  return llc > 0 ? std::clamp<size_t>(llc / (2 * static_cast<size_t>(ranks)), 64 << 10, kMaxBytes)
+                 : kMaxBytes;
+}
+
+}  // namespace
 
 Status ShmChannel::create(const ShmGroup &group, std::unique_ptr<ShmChannel> *out,
                           std::shared_ptr<ShmRegions> regions) {
@@ -135,26 +156,15 @@ Status ShmChannel::create(const ShmGroup &group, std::unique_ptr<ShmChannel> *ou
   ch->cross_memory_bytes_ = !attach ? SIZE_MAX : std::max<size_t>(4096, cross_memory);
   ch->cross_memory_block_bytes_ =
       static_cast<size_t>(std::max<int64_t>(4096, knob_shm_cross_memory_block_bytes.get()));
-  const int64_t out_of_place_max = knob_shm_cross_memory_out_of_place_max_bytes.get();
+  // Both knobs below: -1 is the out-of-place size from which the ranks'
+  // buffers leave the cache, 0 "never" (no limit), else the size given.
+  const size_t beyond_cache = out_of_place_beyond_cache_bytes(p);
+  auto size_knob = [beyond_cache](int64_t v) {
+    return v < 0 ? beyond_cache : v == 0 ? SIZE_MAX : static_cast<size_t>(v);
+  };
   ch->cross_memory_out_of_place_max_bytes_ =
-      out_of_place_max <= 0 ? SIZE_MAX : static_cast<size_t>(out_of_place_max);
-  const int64_t streaming = knob_shm_streaming_bytes.get();
-  if (streaming == 0) {
-    ch->streaming_bytes_ = SIZE_MAX;
-  } else if (streaming > 0) {
-    ch->streaming_bytes_ = static_cast<size_t>(streaming);
-  } else {
-    // Every rank's send and receive buffer together fill the cache. Capped:
-    // in a virtual machine the cache hwloc reports is the host's, shared with
-    // other tenants (out of place on 2 ranks, one reporting 300 MiB measured
-    // streaming 7% faster at 8 MiB and 20-30% at 32-64 MiB than without).
-    constexpr size_t kMaxStreamingBytes = size_t{8} << 20;
-    TopologyInfo topo;
-    const uint64_t llc = query_topology(&topo) == kOk ? topo.last_level_cache_bytes : 0;
-    ch->streaming_bytes_ = llc > 0 ? std::clamp<size_t>(llc / (2 * static_cast<size_t>(p)),
-                                                        64 << 10, kMaxStreamingBytes)
-                                   : kMaxStreamingBytes;
-  }
+      size_knob(knob_shm_cross_memory_out_of_place_max_bytes.get());
+  ch->streaming_bytes_ = size_knob(knob_shm_streaming_bytes.get());
   QLOG_INFO("shm",
             "shared-memory segment of {} B ({} ranks, chunk {} B, streaming stores from {} B, "
             "cross-memory attach {})",

@@ -41,7 +41,8 @@
 // stays in cache: per rank the slice's inputs are read once and the results
 // written once, the same memory traffic as zero-copy, plus two system calls
 // per peer and block. Out of place, messages above
-// QUORUM_SHM_CROSS_MEMORY_OUT_OF_PLACE_MAX_BYTES copy instead: the kernel's
+// QUORUM_SHM_CROSS_MEMORY_OUT_OF_PLACE_MAX_BYTES (by default where the
+// ranks' buffers outgrow the cache, at most 8 MiB) copy instead: the kernel's
 // writes into the peers' receive buffers read each line first, which costs
 // more than the copy path once the buffers leave the cache (in place, those
 // lines were just read), and the copy path writes with streaming stores

@@ -2,7 +2,8 @@
 // their chunk ranges in any order (a later op may finish before an earlier
 // one's last chunk); the prefix must cover exactly the ranges below which
 // every chunk is finished, and never stall, from one thread or several. Also
-// the streaming-store size the channel reads from its knob.
+// the sizes the channel reads from its knobs (streaming stores, the
+// cross-memory path's out-of-place limit).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -29,25 +30,40 @@ std::unique_ptr<ShmChannel> one_rank_channel() {
   return ch;
 }
 
-// QUORUM_SHM_STREAMING_BYTES: -1 derives it from the last-level cache, at
-// most 8 MiB (a virtual machine reports its host's whole cache); 0 is never.
-TEST(ShmChannel, StreamingBytesFromKnob) {
-  KnobBase *knob = find_knob("QUORUM_SHM_STREAMING_BYTES");
+// A size knob of the channel: -1 derives it from the last-level cache (where
+// the ranks' buffers leave it), at most 8 MiB (a virtual machine reports its
+// host's whole cache); 0 is never (no limit); else the size given.
+void check_size_knob(const char *name, size_t (ShmChannel::*read)() const) {
+  SCOPED_TRACE(name);
+  KnobBase *knob = find_knob(name);
   ASSERT_NE(knob, nullptr);
   knob->set_override(std::string("-1"));
   auto ch = one_rank_channel();
   ASSERT_TRUE(ch);
-  EXPECT_GE(ch->streaming_bytes(), size_t{64} << 10);
-  EXPECT_LE(ch->streaming_bytes(), size_t{8} << 20);
+  EXPECT_GE(((*ch).*read)(), size_t{64} << 10);
+  EXPECT_LE(((*ch).*read)(), size_t{8} << 20);
   knob->set_override(std::string("0"));
   ch = one_rank_channel();
   ASSERT_TRUE(ch);
-  EXPECT_EQ(ch->streaming_bytes(), SIZE_MAX);
+  EXPECT_EQ(((*ch).*read)(), SIZE_MAX);
   knob->set_override(std::string("12345"));
   ch = one_rank_channel();
   ASSERT_TRUE(ch);
-  EXPECT_EQ(ch->streaming_bytes(), 12345u);
+  EXPECT_EQ(((*ch).*read)(), 12345u);
   knob->set_override(std::nullopt);
+}
+
+TEST(ShmChannel, StreamingBytesFromKnob) {
+  check_size_knob("QUORUM_SHM_STREAMING_BYTES", &ShmChannel::streaming_bytes);
+}
+
+// Out of place, the cross-memory path stops where streaming starts by default.
+TEST(ShmChannel, CrossMemoryOutOfPlaceMaxFromKnob) {
+  check_size_knob("QUORUM_SHM_CROSS_MEMORY_OUT_OF_PLACE_MAX_BYTES",
+                  &ShmChannel::cross_memory_out_of_place_max_bytes);
+  auto ch = one_rank_channel();
+  ASSERT_TRUE(ch);
+  EXPECT_EQ(ch->cross_memory_out_of_place_max_bytes(), ch->streaming_bytes());
 }
 
 TEST(ShmChannel, DonePrefixInOrderAndOutOfOrder) {

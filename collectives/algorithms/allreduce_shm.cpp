@@ -119,7 +119,7 @@ Status ShmChannel::create(const ShmGroup &group, std::unique_ptr<ShmChannel> *ou
   out->reset();
   const int p = group.size;
   constexpr int kSlots = 2;
-  const size_t flag_lines = 1 + 3 * static_cast<size_t>(p) * kSlots;
+  const size_t flag_lines = 1 + 4 * static_cast<size_t>(p) * kSlots;
   const size_t header = (flag_lines * kLine + 4095) / 4096 * 4096;
   const size_t budget = static_cast<size_t>(std::max<int64_t>(0, knob_shm_max_bytes.get()));
   size_t chunk = static_cast<size_t>(std::max<int64_t>(4096, knob_shm_chunk_bytes.get()));
@@ -237,7 +237,14 @@ class ShmAllreduceTask : public Task {
     inline_payload_ = replicated_ && count_ * es_ <= ShmChannel::kInlinePayload;
     // A candidate for a direct path offers it in its first posted line; the
     // path is taken when every rank offers it (see decide_path).
-    zero_copy_candidate_ = count_ * es_ >= ch->zero_copy_bytes();
+    // Zero-copy only where this rank's own buffers are symmetric: elsewhere no
+    // rank can take it (and this one fills its slot at once, see kIdle).
+    if (count_ * es_ >= ch->zero_copy_bytes()) {
+      send_location_ = ch->regions().locate(send_, count_ * es_);
+      recv_location_ = ch->regions().locate(recv_, count_ * es_);
+      zero_copy_candidate_ =
+          recv_location_.region != 0 && (identity_ || send_location_.region != 0);
+    }
     cross_memory_candidate_ =
         count_ * es_ >= ch->cross_memory_bytes() &&
         (send_ == recv_ || count_ * es_ <= ch->cross_memory_out_of_place_max_bytes());
@@ -361,27 +368,20 @@ class ShmAllreduceTask : public Task {
       if (g >= static_cast<uint64_t>(slots) && !all_finished(s, g - static_cast<uint64_t>(slots))) {
         return false;
       }
-      uint8_t *slot = inline_payload_ ? ch_->posted_payload(me, s) : ch_->input(me, s);
-      if (identity_) {
-        fill_identity(slot, n, dtype_, op_);
-      } else if (replicated_) {
-        std::memcpy(slot, send_ + off * es_, n * es_);
-      } else {
-        // Sliced: nobody else reads this rank's own slice of its slot (this
-        // rank reduces it, from its send buffer), so it is not copied in.
-        copy_outside_own_slice(
-            slot, send_ + off * es_, n,
-            [](uint8_t *d, const uint8_t *f, size_t b) { std::memcpy(d, f, b); });
-      }
+      // A direct-path candidate copies its first chunk in only if the copy
+      // path is taken after all (see kPosted).
+      fill_deferred_ = c == 0 && path_ == Path::Undecided;
+      if (!fill_deferred_) fill_slot(s, off, n);
       if (c == 0 && !inline_payload_) {
         // A descriptor even when this rank is no candidate (it says "no
         // region"): a peer whose QUORUM_SHM_ZERO_COPY_BYTES differs then
         // copies too instead of reading a stale line.
         ShmChannel::DirectPathDescriptor d;
-        d.send_identity = identity_ ? 1u : 0u;
+        d.send_identity = identity_ ? 1 : 0;
+        d.slot_filled = fill_deferred_ ? 0 : 1;
         if (zero_copy_candidate_) {
-          d.send = ch_->regions().locate(send_, count_ * es_);
-          d.recv = ch_->regions().locate(recv_, count_ * es_);
+          d.send = send_location_;
+          d.recv = recv_location_;
         }
         if (cross_memory_candidate_) {
           d.pid = static_cast<uint32_t>(getpid());
@@ -411,7 +411,14 @@ class ShmAllreduceTask : public Task {
           stage_[c] = kDirectReduced;
           return true;
         }
+        if (fill_deferred_) {
+          fill_slot(s, off, n);
+          ch_->filled(me, s).store(tag, std::memory_order_release);
+          fill_deferred_ = false;
+          moved = true;
+        }
       }
+      if (c == 0 && !inline_payload_ && !inputs_filled(s, tag)) return moved;
       if (replicated_) {
         reduce_whole(s, off, n);
         ch_->done(me, s).store(tag, std::memory_order_release);
@@ -460,6 +467,42 @@ class ShmAllreduceTask : public Task {
       moved = true;
     }
     return moved;
+  }
+
+  // This rank's input for chunk [off, off + n) into its slot s: the whole
+  // chunk (replicated), or all but its own slice (sliced: nobody else reads
+  // that part of its slot, this rank reduces it from its send buffer).
+  void fill_slot(int s, size_t off, size_t n) {
+    const int me = ch_->rank();
+    uint8_t *slot = inline_payload_ ? ch_->posted_payload(me, s) : ch_->input(me, s);
+    if (identity_) {
+      fill_identity(slot, n, dtype_, op_);
+    } else if (replicated_) {
+      std::memcpy(slot, send_ + off * es_, n * es_);
+    } else {
+      copy_outside_own_slice(slot, send_ + off * es_, n,
+                             [](uint8_t *d, const uint8_t *f, size_t b) { std::memcpy(d, f, b); });
+    }
+  }
+
+  // On the copy path, every rank's first-chunk input is in its slot s: those
+  // whose descriptor says they posted without it (direct-path candidates)
+  // have raised filled since. Reads the descriptors once.
+  bool inputs_filled(int s, uint64_t tag) {
+    if (!unfilled_known_) {
+      unfilled_.clear();
+      for (int q = 0; q < ch_->size(); ++q) {
+        ShmChannel::DirectPathDescriptor d;
+        std::memcpy(&d, ch_->posted_payload(q, s), sizeof(d));
+        if (!d.slot_filled) unfilled_.push_back(q);
+      }
+      unfilled_known_ = true;
+    }
+    while (!unfilled_.empty()) {
+      if (ch_->filled(unfilled_.back(), s).load(std::memory_order_acquire) < tag) return false;
+      unfilled_.pop_back();
+    }
+    return true;
   }
 
   // The part of an n-element chunk this rank reduces on the sliced path.
@@ -685,8 +728,12 @@ class ShmAllreduceTask : public Task {
   bool inline_payload_ = false;  // one chunk that fits beside its posted flag
   bool streaming_ = false;       // results written with streaming stores
   bool moved_ = false;
+  bool fill_deferred_ = false;   // posted the first chunk without its input
+  bool unfilled_known_ = false;  // unfilled_ read from the descriptors
+  std::vector<int> unfilled_;    // ranks whose first-chunk input may not be in yet
   Path path_ = Path::Copy;
   bool zero_copy_candidate_ = false;
+  ShmRegions::Location send_location_, recv_location_;  // in the symmetric regions (zero-copy)
   bool cross_memory_candidate_ = false;
   Status error_ = kOk;                // the direct paths' failure
   bool identity_ = false;             // this rank contributes the identity

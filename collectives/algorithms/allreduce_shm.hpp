@@ -6,11 +6,14 @@
 // double buffering), then S result slots of C bytes. Chunks are numbered on a
 // stream shared by every shm allreduce of the communicator (g = 0, 1, ...;
 // the same on every rank because collectives start in the same order); chunk
-// g uses slot g % S and publishes the value g + 1 in three flags per rank:
-//   posted[r][s]  - rank r's input for chunk g is in its slot (a message of
-//                   up to 56 bytes rides in the rest of this flag's line)
+// g uses slot g % S and publishes the value g + 1 in these flags per rank:
+//   posted[r][s]  - rank r's input for chunk g is in its slot, unless its
+//                   descriptor says otherwise (a message of up to 56 bytes,
+//                   or the descriptor, rides in the rest of this flag's line)
 //   reduced[r][s] - rank r wrote its 1/P slice of the result of chunk g
 //   done[r][s]    - rank r copied the result out (and read everyone's input)
+//   filled[r][s]  - rank r's input for chunk g is in its slot, where it was
+//                   posted without it (a direct-path candidate, see below)
 // A rank writes slot s for chunk g only once done[q][s] >= g + 1 - S on every
 // rank q, so nobody still reads what chunk g - S left there. Flags only grow,
 // so they are never cleared. `broken` is set by a rank whose shm task fails or
@@ -29,8 +32,12 @@
 // into every rank's receive buffer (one read and one write of each byte per
 // rank instead of a copy in, a reduction and a copy out), publishes reduced,
 // and returns once every rank's reduced flag shows the op is finished. Every
-// rank reads the same descriptors and so takes the same path; the first
-// chunk's copy in is then wasted, the other chunks are never posted.
+// rank reads the same descriptors and so takes the same path; the other
+// chunks are never posted. A candidate (for zero-copy: a rank whose own
+// buffers are symmetric) posts its first chunk without copying it in (its
+// descriptor says so): where the path turns out to be the copy path after
+// all (a rank that is no candidate), it copies it in then and raises filled,
+// which the others wait for before they read that slot.
 //
 // Cross-memory path (messages of QUORUM_SHM_CROSS_MEMORY_BYTES and more, when
 // not every rank's buffers are symmetric): the first posted line carries the
@@ -161,6 +168,9 @@ class ShmChannel {
   }
   std::atomic<uint64_t> &reduced(int r, int s) { return flag(1 + 1 * size_ * slots_, r, s); }
   std::atomic<uint64_t> &done(int r, int s) { return flag(1 + 2 * size_ * slots_, r, s); }
+  // A direct-path candidate's first chunk posted before its input was in the
+  // slot: the input is there once this reaches the chunk's tag.
+  std::atomic<uint64_t> &filled(int r, int s) { return flag(1 + 3 * size_ * slots_, r, s); }
   uint8_t *input(int r, int s) const {
     return data_ + (static_cast<size_t>(r) * slots_ + s) * chunk_bytes_;
   }
@@ -182,7 +192,8 @@ class ShmChannel {
   struct DirectPathDescriptor {
     ShmRegions::Location send;
     ShmRegions::Location recv;
-    uint32_t send_identity = 0;  // contributes the identity: send is not read
+    uint16_t send_identity = 0;  // contributes the identity: send is not read
+    uint16_t slot_filled = 1;    // the input is in the slot (else: see filled())
     // Cross-memory candidates (else pid 0): the process and the buffers' addresses in it.
     uint32_t pid = 0;
     uint64_t send_address = 0;

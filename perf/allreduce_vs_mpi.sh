@@ -9,7 +9,7 @@
 # quorum-run) on ordinary buffers and on buffers from quorum_mem_alloc
 # (--shared-buffers: the zero-copy path), quorum-bench on ordinary buffers with
 # QUORUM_SHM_CROSS_MEMORY_BYTES=0 (the copy path the cross-memory one replaces
-# from 1 MiB), perf/mpi_allreduce_bench (2 ranks
+# from 64 KiB), perf/mpi_allreduce_bench (2 ranks
 # under mpirun, shared memory), perf/memcpy_bw (one thread) at the same sizes and
 # once more at MEMBW_BYTES (default 256M, beyond any last-level cache: the
 # memory-bandwidth limit); float32 sum, sizes MIN_BYTES..MAX_BYTES (x2).

@@ -57,6 +57,27 @@ TEST(ShmChannel, StreamingBytesFromKnob) {
   check_size_knob("QUORUM_SHM_STREAMING_BYTES", &ShmChannel::streaming_bytes);
 }
 
+// QUORUM_SHM_CROSS_MEMORY_BYTES: -1 is 64 KiB when every rank has a core of its
+// own (one rank here), 1 MiB otherwise; SIZE_MAX where the ranks cannot attach.
+TEST(ShmChannel, CrossMemoryBytesFromKnob) {
+  KnobBase *knob = find_knob("QUORUM_SHM_CROSS_MEMORY_BYTES");
+  ASSERT_NE(knob, nullptr);
+  knob->set_override(std::string("-1"));
+  auto ch = one_rank_channel();
+  ASSERT_TRUE(ch);
+  const size_t automatic = ch->cross_memory_bytes();
+  EXPECT_TRUE(automatic == size_t{64} << 10 || automatic == SIZE_MAX) << automatic;
+  knob->set_override(std::string("0"));
+  ch = one_rank_channel();
+  ASSERT_TRUE(ch);
+  EXPECT_EQ(ch->cross_memory_bytes(), SIZE_MAX);
+  knob->set_override(std::string("200000"));
+  ch = one_rank_channel();
+  ASSERT_TRUE(ch);
+  EXPECT_TRUE(ch->cross_memory_bytes() == 200000u || automatic == SIZE_MAX);
+  knob->set_override(std::nullopt);
+}
+
 // Out of place, the cross-memory path stops where streaming starts by default.
 TEST(ShmChannel, CrossMemoryOutOfPlaceMaxFromKnob) {
   check_size_knob("QUORUM_SHM_CROSS_MEMORY_OUT_OF_PLACE_MAX_BYTES",

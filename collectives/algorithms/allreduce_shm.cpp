@@ -71,9 +71,9 @@ Knob<int64_t> knob_shm_cross_memory_bytes(
     "QUORUM_SHM_CROSS_MEMORY_BYTES", -1,
     "shm allreduce: messages of at least this size whose buffers are not all symmetric are "
     "reduced straight between the ranks' buffers with cross-memory attach (process_vm_readv/"
-    "writev; no copy in or out), where the ranks may attach to each other. -1: 64 KiB when "
-    "every rank of this host has a core of its own, else 1 MiB (ranks that share cores do "
-    "better copying below that); 0: never");
+    "writev; no copy in or out), where the ranks may attach to each other. -1: 32 KiB x "
+    "ranks (64 KiB on 2), at most 1 MiB, when every rank of this host has a core of its "
+    "own, else 1 MiB (ranks that share cores do better copying below that); 0: never");
 Knob<int64_t> knob_shm_cross_memory_out_of_place_max_bytes(
     "QUORUM_SHM_CROSS_MEMORY_OUT_OF_PLACE_MAX_BYTES", -1,
     "shm allreduce: out-of-place messages above this size copy instead of taking the "
@@ -164,7 +164,12 @@ Status ShmChannel::create(const ShmGroup &group, std::unique_ptr<ShmChannel> *ou
   ch->zero_copy_bytes_ = zero_copy <= 0 ? SIZE_MAX : std::max<size_t>(4096, zero_copy);
   // Collective: every rank takes part; one whose knob says never turns it off for all.
   int64_t cross_memory = knob_shm_cross_memory_bytes.get();
-  if (cross_memory < 0) cross_memory = ranks_have_own_cores(p) ? 64 << 10 : 1 << 20;
+  // Per rank and block, 2 (P - 1) system calls move 1/P of the message each:
+  // the threshold grows with P, up to the 1 MiB ranks that share cores use.
+  if (cross_memory < 0) {
+    cross_memory =
+        ranks_have_own_cores(p) ? std::min<int64_t>(int64_t{32 << 10} * p, 1 << 20) : 1 << 20;
+  }
   bool attach = false;
   QUORUM_CHECK(probe_cross_memory(group, cross_memory > 0, &attach));
   ch->cross_memory_bytes_ = !attach ? SIZE_MAX : std::max<size_t>(4096, cross_memory);

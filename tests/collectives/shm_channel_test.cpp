@@ -57,8 +57,9 @@ TEST(ShmChannel, StreamingBytesFromKnob) {
   check_size_knob("QUORUM_SHM_STREAMING_BYTES", &ShmChannel::streaming_bytes);
 }
 
-// QUORUM_SHM_CROSS_MEMORY_BYTES: -1 is 64 KiB when every rank has a core of its
-// own (one rank here), 1 MiB otherwise; SIZE_MAX where the ranks cannot attach.
+// QUORUM_SHM_CROSS_MEMORY_BYTES: -1 is 32 KiB per rank when every rank has a
+// core of its own (one rank here), 1 MiB otherwise; SIZE_MAX where the ranks
+// cannot attach.
 TEST(ShmChannel, CrossMemoryBytesFromKnob) {
   KnobBase *knob = find_knob("QUORUM_SHM_CROSS_MEMORY_BYTES");
   ASSERT_NE(knob, nullptr);
@@ -66,7 +67,7 @@ TEST(ShmChannel, CrossMemoryBytesFromKnob) {
   auto ch = one_rank_channel();
   ASSERT_TRUE(ch);
   const size_t automatic = ch->cross_memory_bytes();
-  EXPECT_TRUE(automatic == size_t{64} << 10 || automatic == SIZE_MAX) << automatic;
+  EXPECT_TRUE(automatic == size_t{32} << 10 || automatic == SIZE_MAX) << automatic;
   knob->set_override(std::string("0"));
   ch = one_rank_channel();
   ASSERT_TRUE(ch);

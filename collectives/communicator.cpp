@@ -82,11 +82,7 @@ Status Communicator::create(std::unique_ptr<Bootstrap> bootstrap,
   } else {
     comm->engine_ = std::make_unique<ProgressEngine>(ProgressSource{}, comm->rank_);
   }
-  TopologyInfo topo;
-  int cores = query_topology(&topo) == kOk ? topo.cores : 0;
-  // A rank bound to fewer CPUs (srun, mpirun --bind-to) shares them.
-  if (int allowed = allowed_cpu_count(); allowed > 0 && cores > 0) cores = std::min(cores, allowed);
-  comm->engine_->set_spin(static_cast<int>(comm->layout_.local.size()), cores);
+  comm->engine_->set_spin(static_cast<int>(comm->layout_.local.size()), usable_core_count());
   int local_rank = comm->layout_.local_rank;
   comm->engine_->set_thread_init([local_rank] { bind_progress_thread(local_rank); });
   if (comm->progress_mode_ == "on") comm->engine_->start_thread();

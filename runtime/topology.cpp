@@ -138,6 +138,13 @@ int allowed_cpu_count() {
   return CPU_COUNT(&set);
 }
 
+int usable_core_count() {
+  TopologyInfo topo;
+  int cores = query_topology(&topo) == kOk ? topo.cores : 0;
+  if (int allowed = allowed_cpu_count(); allowed > 0 && cores > 0) cores = std::min(cores, allowed);
+  return cores;
+}
+
 Status bind_thread_to_cores(const std::vector<int> &cores) {
   std::lock_guard<std::mutex> lock(g_topology_mutex);
   std::string why;

@@ -28,6 +28,11 @@ Status query_topology(TopologyInfo *info);
 // as srun may bind it to fewer than the machine has). 0 when unknown.
 int allowed_cpu_count();
 
+// The cores this process can use: hwloc's core count, capped by
+// allowed_cpu_count() (a rank bound to fewer CPUs by srun or
+// mpirun --bind-to shares them). 0 when unknown.
+int usable_core_count();
+
 // Fixed-size and trivially copyable, so it can be allgathered as bytes.
 struct HostIdentity {
   uint64_t hash = 0;       // of hostname + kernel boot id, or of QUORUM_HOST_ID

@@ -119,10 +119,7 @@ size_t out_of_place_beyond_cache_bytes(int ranks) {
 // cross-memory path measured 1.10-1.46x the copy path's bandwidth out of place
 // and 1.43-1.71x in place at 64-256 KiB; 4 ranks on 2 cores 0.80-0.97x there.
 bool ranks_have_own_cores(int ranks) {
-  TopologyInfo topo;
-  int cores = query_topology(&topo) == kOk ? topo.cores : 0;
-  if (int allowed = allowed_cpu_count(); allowed > 0 && cores > 0) cores = std::min(cores, allowed);
-  return cores >= ranks;
+  return usable_core_count() >= ranks;
 }
 
 }  // namespace

@@ -92,5 +92,22 @@ TEST(Topology, BindThread) {
   EXPECT_EQ(s, kOk);
 }
 
+TEST(Topology, UsableCoresFollowTheAffinityMask) {
+  TopologyInfo info;
+  ASSERT_EQ(query_topology(&info), kOk);
+  EXPECT_GE(usable_core_count(), 1);
+  EXPECT_LE(usable_core_count(), info.cores);
+  EXPECT_LE(usable_core_count(), allowed_cpu_count());
+  // A thread bound to one CPU (as srun would bind a rank) has one core to use.
+  int bound_usable = -1;
+  std::thread t([&] {
+    if (bind_thread_to_cores({0}) != kOk) return;
+    if (allowed_cpu_count() == 1) bound_usable = usable_core_count();
+  });
+  t.join();
+  if (bound_usable == -1) GTEST_SKIP() << "cannot bind a thread to one CPU here";
+  EXPECT_EQ(bound_usable, 1);
+}
+
 }  // namespace
 }  // namespace quorum

@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 
 #include <CLI/CLI.hpp>
+#include <functional>
 #include <string>
 
 #include "quorum/quorum.h"
@@ -32,6 +33,26 @@ std::string joined(const std::vector<std::string> &v) {
   std::string s;
   for (const auto &x : v) s += (s.empty() ? "" : ", ") + x;
   return s;
+}
+
+// Bootstraps with quorum_init, runs `bench` and finalizes: its exit status,
+// 1 where init or finalize failed (said on stderr).
+int with_communicator(const std::function<int(quorum_comm_t)> &bench) {
+  quorum_comm_t comm = nullptr;
+  quorum_status_t s = quorum_init(&comm);
+  if (s != QUORUM_OK) {
+    fmt::print(stderr, "quorum-bench: quorum_init failed: {}: {}\n", quorum_strerror(s),
+               quorum_last_error());
+    return 1;
+  }
+  int rc = bench(comm);
+  s = quorum_finalize(comm);
+  if (s != QUORUM_OK) {
+    fmt::print(stderr, "quorum-bench: quorum_finalize failed: {}: {}\n", quorum_strerror(s),
+               quorum_last_error());
+    if (rc == 0) rc = 1;
+  }
+  return rc;
 }
 
 // Turns the textual flags into CollOptions; "" when fine, else the complaint.
@@ -154,17 +175,7 @@ int run(int argc, char **argv) {
           fmt::format("partial --bytes: '{}' is not a size of at least 4 bytes", partial_bytes));
     }
     po.bytes = *bytes;
-    quorum_comm_t comm = nullptr;
-    quorum_status_t s = quorum_init(&comm);
-    if (s != QUORUM_OK) {
-      fmt::print(stderr, "quorum-bench: quorum_init failed: {}: {}\n", quorum_strerror(s),
-                 quorum_last_error());
-      return 1;
-    }
-    int rc = run_partial_bench(comm, po);
-    s = quorum_finalize(comm);
-    if (s != QUORUM_OK && rc == 0) rc = 1;
-    return rc;
+    return with_communicator([&](quorum_comm_t comm) { return run_partial_bench(comm, po); });
   }
 
   for (auto *sub : coll_subs) {
@@ -179,21 +190,7 @@ int run(int argc, char **argv) {
   std::string complaint = resolve(&o, coll, minb, maxb, stepb, dtype, op);
   if (!complaint.empty()) return usage_error(complaint);
 
-  quorum_comm_t comm = nullptr;
-  quorum_status_t s = quorum_init(&comm);
-  if (s != QUORUM_OK) {
-    fmt::print(stderr, "quorum-bench: quorum_init failed: {}: {}\n", quorum_strerror(s),
-               quorum_last_error());
-    return 1;
-  }
-  int rc = run_collective_bench(comm, o);
-  s = quorum_finalize(comm);
-  if (s != QUORUM_OK) {
-    fmt::print(stderr, "quorum-bench: quorum_finalize failed: {}: {}\n", quorum_strerror(s),
-               quorum_last_error());
-    if (rc == 0) rc = 1;
-  }
-  return rc;
+  return with_communicator([&](quorum_comm_t comm) { return run_collective_bench(comm, o); });
 }
 
 }  // namespace

@@ -5,34 +5,25 @@
 
 namespace quorum {
 
-namespace {
-TaskResult finish_request(const TransportRequest &req, Status *status) {
-  switch (req.state.load(std::memory_order_acquire)) {
+TaskResult TransportTask::finish(Status *status) const {
+  switch (req_.state.load(std::memory_order_acquire)) {
     case TransportRequest::Pending:
       return TaskResult::Pending;
     case TransportRequest::Done:
       return TaskResult::Done;
     default:
-      *status = req.status;
+      *status = req_.status;
       return TaskResult::Failed;
   }
 }
-}  // namespace
+
+void TransportTask::cancel() {
+  if (posted_ && req_.pending()) t_->cancel(&req_);
+}
 
 TaskResult SendTask::progress(Status *status) {
-  if (!posted_) {
-    posted_ = true;
-    Status s = t_->send(peer_, tag_, buf_, bytes_, &req_);
-    if (s != kOk) {
-      *status = s;
-      return TaskResult::Failed;
-    }
-  }
-  return finish_request(req_, status);
-}
-
-void SendTask::cancel() {
-  if (posted_ && req_.pending()) t_->cancel(&req_);
+  return post_once(
+      [this](TransportRequest *req) { return t_->send(peer_, tag_, buf_, bytes_, req); }, status);
 }
 
 std::string SendTask::describe() const {
@@ -40,15 +31,8 @@ std::string SendTask::describe() const {
 }
 
 TaskResult RecvTask::progress(Status *status) {
-  if (!posted_) {
-    posted_ = true;
-    Status s = t_->recv(peer_, tag_, buf_, bytes_, &req_);
-    if (s != kOk) {
-      *status = s;
-      return TaskResult::Failed;
-    }
-  }
-  TaskResult r = finish_request(req_, status);
+  TaskResult r = post_once(
+      [this](TransportRequest *req) { return t_->recv(peer_, tag_, buf_, bytes_, req); }, status);
   if (r == TaskResult::Done && req_.bytes != bytes_) {
     *status = fail(QUORUM_ERR_MISMATCH, "collective",
                    "rank {} sent {} B where rank {} expected {} B (tag {:#x}): the ranks called "
@@ -57,10 +41,6 @@ TaskResult RecvTask::progress(Status *status) {
     return TaskResult::Failed;
   }
   return r;
-}
-
-void RecvTask::cancel() {
-  if (posted_ && req_.pending()) t_->cancel(&req_);
 }
 
 std::string RecvTask::describe() const {

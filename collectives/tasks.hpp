@@ -11,45 +11,63 @@
 
 namespace quorum {
 
-class SendTask : public Task {
+// What a send and a receive share: one transport request to or from one peer,
+// posted on the first progress call.
+class TransportTask : public Task {
  public:
-  SendTask(Transport *t, int peer, uint64_t tag, const void *buf, size_t bytes)
-      : t_(t), peer_(peer), tag_(tag), buf_(buf), bytes_(bytes) {}
-  TaskResult progress(Status *status) override;
   void cancel() override;
   bool quiescent() const override { return !posted_ || !req_.pending(); }
-  std::string describe() const override;
   int peer() const override { return peer_; }
 
- private:
+ protected:
+  TransportTask(Transport *t, int peer, uint64_t tag, size_t bytes)
+      : t_(t), peer_(peer), tag_(tag), bytes_(bytes) {}
+  // Posts through `post(&req_)` once (a failure to post fails the task), then
+  // reports the request's state.
+  template <typename Post>
+  TaskResult post_once(Post post, Status *status) {
+    if (!posted_) {
+      posted_ = true;
+      if (Status s = post(&req_); s != kOk) {
+        *status = s;
+        return TaskResult::Failed;
+      }
+    }
+    return finish(status);
+  }
+
   Transport *t_;
   int peer_;
   uint64_t tag_;
-  const void *buf_;
   size_t bytes_;
-  bool posted_ = false;
   TransportRequest req_;
+
+ private:
+  TaskResult finish(Status *status) const;
+  bool posted_ = false;
+};
+
+class SendTask : public TransportTask {
+ public:
+  SendTask(Transport *t, int peer, uint64_t tag, const void *buf, size_t bytes)
+      : TransportTask(t, peer, tag, bytes), buf_(buf) {}
+  TaskResult progress(Status *status) override;
+  std::string describe() const override;
+
+ private:
+  const void *buf_;
 };
 
 // Receives exactly `bytes` bytes; a shorter message is a mismatch between ranks.
-class RecvTask : public Task {
+class RecvTask : public TransportTask {
  public:
   RecvTask(Transport *t, int peer, uint64_t tag, void *buf, size_t bytes)
-      : t_(t), peer_(peer), tag_(tag), buf_(buf), bytes_(bytes) {}
+      : TransportTask(t, peer, tag, bytes), buf_(buf) {}
   TaskResult progress(Status *status) override;
-  void cancel() override;
-  bool quiescent() const override { return !posted_ || !req_.pending(); }
   std::string describe() const override;
-  int peer() const override { return peer_; }
 
  private:
-  Transport *t_;
-  int peer_;
-  uint64_t tag_;
   void *buf_;
-  size_t bytes_;
-  bool posted_ = false;
-  TransportRequest req_;
 };
 
 // out = a op b (out may alias a or b), over count elements.

@@ -212,21 +212,6 @@ __attribute__((target("avx2,f16c"))) void f16c_to_half(const float *in, uint16_t
 constexpr size_t kStageElems = 1024;  // 4 KiB of float32 per operand
 
 template <const Kernels *F32>
-void staged_f16_into(void *x, const void *y, size_t n) {
-  alignas(64) float fx[kStageElems];
-  alignas(64) float fy[kStageElems];
-  auto *hx = static_cast<uint16_t *>(x);
-  auto *hy = static_cast<const uint16_t *>(y);
-  for (size_t done = 0; done < n; done += kStageElems) {
-    const size_t m = std::min(kStageElems, n - done);
-    f16c_to_float(hx + done, fx, m);
-    f16c_to_float(hy + done, fy, m);
-    F32->into(fx, fy, m);
-    f16c_to_half(fx, hx + done, m);
-  }
-}
-
-template <const Kernels *F32>
 void staged_f16_out(void *o, const void *a, const void *b, size_t n) {
   alignas(64) float fa[kStageElems];
   alignas(64) float fb[kStageElems];
@@ -240,6 +225,13 @@ void staged_f16_out(void *o, const void *a, const void *b, size_t n) {
     F32->into(fa, fb, m);
     f16c_to_half(fa, ho + done, m);
   }
+}
+
+// x op= y: the same staging with x as both input and output (each block is
+// read whole before it is written).
+template <const Kernels *F32>
+void staged_f16_into(void *x, const void *y, size_t n) {
+  staged_f16_out<F32>(x, x, y, n);
 }
 
 template <const Kernels *F32>

@@ -24,7 +24,12 @@
 # on ordinary buffers against its copy path ("q/copy", "qi/copyi"). Below the
 # cache's size the per-size memcpy runs from cache, not memory, so the two
 # columns differ there; from the sizes where the buffers leave the cache they
-# agree. It writes them as JSON
+# agree, except that glibc's memcpy uses streaming stores only from its
+# non-temporal threshold on (3/4 of the cache it sees per thread: 114 MiB on a
+# VM that reports a 300 MiB L3, see `ld.so --list-tunables`), so the per-size
+# memcpy below that reads every destination line first (at 64 MiB 7.6-9.4 GB/s
+# there, 18.4 with GLIBC_TUNABLES=glibc.cpu.x86_non_temporal_threshold=0x400000).
+# "membw" stays the anchor. It writes them as JSON
 # to OUT_JSON (default results/allreduce_vs_mpi.json, results/ is not tracked).
 # Plot: perf/plot_allreduce.py.
 set -euo pipefail

@@ -85,8 +85,8 @@ grep -E 'images/s|unavailable' "$out/bench-cuda.log" | sed 's/^/    /' | tee -a 
 step bench-cpu-1 "$bench" --backends cpu --model fm-s --batches 64,256 --steps 20 --warmup 3 \
   --threads 1 --json "$json"
 grep -E 'images/s' "$out/bench-cpu-1.log" | sed 's/^/    /' | tee -a "$summary"
-# Half the cores: the cpu backend's OpenMP and OpenBLAS pools both get this many
-# threads, and with every core taken they oversubscribe (much slower).
+# Half the cores: the cpu backend's OpenMP pool gets this many threads (with
+# every core taken it ran much slower, measured when OpenBLAS kept a second pool).
 half=$(($(nproc) / 2))
 if [ "$half" -ge 2 ]; then
   step bench-cpu-$half "$bench" --backends cpu --model fm-s --batches 64,256 --steps 30 \

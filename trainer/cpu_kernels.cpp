@@ -12,6 +12,13 @@
 #define QUORUM_MULTIVERSION
 #endif
 
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define QUORUM_POOL_AVX512 1
+#else
+#define QUORUM_POOL_AVX512 0
+#endif
+
 namespace quorum::trainer::cpu_kernels {
 
 namespace {
@@ -54,9 +61,14 @@ void maxpool2_forward(const PoolShape &s, const float *x, float *y) {
   }
 }
 
-QUORUM_MULTIVERSION
-void maxpool2_backward(const PoolShape &s, const float *x, const float *y, const float *dy,
-                       float *dx) {
+namespace {
+
+// Rows i of one plane's 2x2 max-pool backward: the first element of each
+// window (row-major) equal to the forward output takes the gradient, as in
+// `ref`. `row(i, r0, r1, m, g, d0, d1)` does output row i (input rows r0, r1).
+template <typename Row>
+void maxpool2_backward_planes(const PoolShape &s, const float *x, const float *y, const float *dy,
+                              float *dx, Row row) {
   const int oh = s.out_h(), ow = s.out_w();
   for (size_t p = 0; p < size_t(s.batch) * s.channels; ++p) {
     const float *plane = x + p * s.in_h * s.in_w;
@@ -65,25 +77,93 @@ void maxpool2_backward(const PoolShape &s, const float *x, const float *y, const
     if (s.in_h % 2 || s.in_w % 2)  // odd sizes: the last row/column gets no gradient
       std::memset(dplane, 0, sizeof(float) * s.in_h * s.in_w);
     for (int i = 0; i < oh; ++i) {
-      const float *r0 = plane + size_t(2 * i) * s.in_w, *r1 = r0 + s.in_w;
-      float *d0 = dplane + size_t(2 * i) * s.in_w, *d1 = d0 + s.in_w;
-      for (int j = 0; j < ow; ++j) {
-        // The forward output is the window's maximum; the first element equal to
-        // it (row-major) takes the gradient, as in `ref`. Bit masks, not selects:
-        // the compiler turns selects into branches that mispredict on real data.
-        const float mx = m[i * ow + j];
-        const uint32_t gv = bits(g[i * ow + j]);
-        const uint32_t ta = r0[2 * j] == mx;
-        const uint32_t tb = (ta ^ 1u) & (r0[2 * j + 1] == mx);
-        const uint32_t tc = ((ta | tb) ^ 1u) & (r1[2 * j] == mx);
-        const uint32_t td = (ta | tb | tc) ^ 1u;
-        d0[2 * j] = from_bits(gv & (0u - ta));
-        d0[2 * j + 1] = from_bits(gv & (0u - tb));
-        d1[2 * j] = from_bits(gv & (0u - tc));
-        d1[2 * j + 1] = from_bits(gv & (0u - td));
-      }
+      const float *r0 = plane + size_t(2 * i) * s.in_w;
+      float *d0 = dplane + size_t(2 * i) * s.in_w;
+      row(ow, r0, r0 + s.in_w, m + i * ow, g + i * ow, d0, d0 + s.in_w);
     }
   }
+}
+
+// One output row, plain loops for the compiler to vectorise.
+QUORUM_MULTIVERSION
+void maxpool2_backward_row(int ow, const float *r0, const float *r1, const float *m, const float *g,
+                           float *d0, float *d1) {
+  for (int j = 0; j < ow; ++j) {
+    // Bit masks, not selects: the compiler turns selects into branches that
+    // mispredict on real data.
+    const float mx = m[j];
+    const uint32_t gv = bits(g[j]);
+    const uint32_t ta = r0[2 * j] == mx;
+    const uint32_t tb = (ta ^ 1u) & (r0[2 * j + 1] == mx);
+    const uint32_t tc = ((ta | tb) ^ 1u) & (r1[2 * j] == mx);
+    const uint32_t td = (ta | tb | tc) ^ 1u;
+    d0[2 * j] = from_bits(gv & (0u - ta));
+    d0[2 * j + 1] = from_bits(gv & (0u - tb));
+    d1[2 * j] = from_bits(gv & (0u - tc));
+    d1[2 * j + 1] = from_bits(gv & (0u - td));
+  }
+}
+
+#if QUORUM_POOL_AVX512
+__mmask16 first_lanes(int n) {
+  return static_cast<__mmask16>((1u << n) - 1);
+}
+
+// The same row with AVX-512, 16 outputs at a time and masked at the row's end:
+// fm-s's rows are 14 and 7 outputs wide, too short for the vectorised loop
+// above (at 16 lanes it runs none of them through its vector body).
+__attribute__((target("avx512f"))) void maxpool2_backward_row_avx512(int ow, const float *r0,
+                                                                     const float *r1,
+                                                                     const float *m, const float *g,
+                                                                     float *d0, float *d1) {
+  const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+  const __m512i odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+  const __m512i low = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+  const __m512i high =
+      _mm512_setr_epi32(8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
+  for (int j = 0; j < ow; j += 16) {
+    const int n = std::min(16, ow - j);
+    const __mmask16 k = first_lanes(n);
+    const __mmask16 k_lo = first_lanes(std::min(16, 2 * n));
+    const __mmask16 k_hi = first_lanes(std::max(0, 2 * n - 16));
+    const int at = 2 * j;
+    const __m512 a_lo = _mm512_maskz_loadu_ps(k_lo, r0 + at);
+    const __m512 a_hi = _mm512_maskz_loadu_ps(k_hi, r0 + at + 16);
+    const __m512 b_lo = _mm512_maskz_loadu_ps(k_lo, r1 + at);
+    const __m512 b_hi = _mm512_maskz_loadu_ps(k_hi, r1 + at + 16);
+    const __m512 mx = _mm512_maskz_loadu_ps(k, m + j);
+    const __m512 gv = _mm512_maskz_loadu_ps(k, g + j);
+    const __mmask16 ta =
+        _mm512_cmp_ps_mask(_mm512_permutex2var_ps(a_lo, even, a_hi), mx, _CMP_EQ_OQ);
+    const __mmask16 tb = static_cast<__mmask16>(
+        ~ta & _mm512_cmp_ps_mask(_mm512_permutex2var_ps(a_lo, odd, a_hi), mx, _CMP_EQ_OQ));
+    const __mmask16 tc = static_cast<__mmask16>(
+        ~(ta | tb) & _mm512_cmp_ps_mask(_mm512_permutex2var_ps(b_lo, even, b_hi), mx, _CMP_EQ_OQ));
+    const __mmask16 td = static_cast<__mmask16>(~(ta | tb | tc));
+    const __m512 ga = _mm512_maskz_mov_ps(ta, gv), gb = _mm512_maskz_mov_ps(tb, gv);
+    const __m512 gc = _mm512_maskz_mov_ps(tc, gv), gd = _mm512_maskz_mov_ps(td, gv);
+    _mm512_mask_storeu_ps(d0 + at, k_lo, _mm512_permutex2var_ps(ga, low, gb));
+    _mm512_mask_storeu_ps(d0 + at + 16, k_hi, _mm512_permutex2var_ps(ga, high, gb));
+    _mm512_mask_storeu_ps(d1 + at, k_lo, _mm512_permutex2var_ps(gc, low, gd));
+    _mm512_mask_storeu_ps(d1 + at + 16, k_hi, _mm512_permutex2var_ps(gc, high, gd));
+  }
+}
+#endif
+
+}  // namespace
+
+void maxpool2_backward(const PoolShape &s, const float *x, const float *y, const float *dy,
+                       float *dx) {
+#if QUORUM_POOL_AVX512
+  static const bool avx512 = __builtin_cpu_supports("avx512f");
+  if (avx512) return maxpool2_backward_planes(s, x, y, dy, dx, maxpool2_backward_row_avx512);
+#endif
+  maxpool2_backward_portable(s, x, y, dy, dx);
+}
+
+void maxpool2_backward_portable(const PoolShape &s, const float *x, const float *y, const float *dy,
+                                float *dx) {
+  maxpool2_backward_planes(s, x, y, dy, dx, maxpool2_backward_row);
 }
 
 QUORUM_MULTIVERSION

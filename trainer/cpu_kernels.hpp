@@ -15,8 +15,13 @@ void relu_forward(size_t n, const float *x, float *y);
 void relu_backward(size_t n, const float *y, const float *dy, float *dx);
 void maxpool2_forward(const PoolShape &s, const float *x, float *y);
 // y is the forward output. Writes every element of dx (no separate zeroing).
+// With AVX-512 where the CPU has it (fm-s's rows of 14 and 7 outputs are too
+// short for the compiler's 16-lane loops), else maxpool2_backward_portable.
 void maxpool2_backward(const PoolShape &s, const float *x, const float *y, const float *dy,
                        float *dx);
+// The same in plain loops for the compiler to vectorise (tests check both).
+void maxpool2_backward_portable(const PoolShape &s, const float *x, const float *y, const float *dy,
+                                float *dx);
 void bias_grad(int batch, int out, const float *dy, float *db);
 void sgd_update(size_t n, float lr, float momentum, float weight_decay, float *params,
                 const float *grads, float *velocity);

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <vector>
 
+#include "trainer/cpu_kernels.hpp"
 #include "trainer/model.hpp"
 #include "trainer/ref_backend.hpp"
 #include "trainer/rng.hpp"
@@ -104,9 +105,13 @@ TEST_F(BackendPair, ReluForwardBackward) {
   expect_close("relu dx", host(cdx, n), dx, 0);
 }
 
+// Shapes: fm-s's first pool (rows of 14 outputs), odd sizes, rows of 35
+// outputs (more than one 16-lane block and a partial one), a 3x3 window.
+const PoolShape kPoolShapes[] = {PoolShape{3, 4, 28, 28, 2}, PoolShape{2, 3, 7, 9, 2},
+                                 PoolShape{1, 2, 6, 70, 2}, PoolShape{2, 2, 9, 9, 3}};
+
 TEST_F(BackendPair, MaxPoolForwardBackwardWithTies) {
-  for (PoolShape s :
-       {PoolShape{3, 4, 28, 28, 2}, PoolShape{2, 3, 7, 9, 2}, PoolShape{2, 2, 9, 9, 3}}) {
+  for (PoolShape s : kPoolShapes) {
     const size_t nx = size_t(s.batch) * s.channels * s.in_h * s.in_w;
     const size_t ny = size_t(s.batch) * s.channels * s.out_h() * s.out_w();
     Vec x = random_vec(nx, 7);
@@ -119,6 +124,11 @@ TEST_F(BackendPair, MaxPoolForwardBackwardWithTies) {
     cpu_->maxpool_backward(s, cx, cy, cdy, cdx);
     expect_close("pool y", host(cy, ny), y, 0);
     expect_close("pool dx", host(cdx, nx), dx, 0);
+    if (s.window != 2) continue;
+    // The portable loops too (the backend takes AVX-512 where the CPU has it).
+    Vec portable(nx, 9.f);
+    cpu_kernels::maxpool2_backward_portable(s, x.data(), y.data(), dy.data(), portable.data());
+    expect_close("pool dx (portable)", portable, dx, 0);
   }
 }
 

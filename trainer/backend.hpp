@@ -100,6 +100,22 @@ class BackendT {
   // dx is overwritten: dy routed to each window's (first) maximum, zero elsewhere.
   virtual void maxpool_backward(const PoolShape &s, const T *x, const T *y, const T *dy, T *dx) = 0;
 
+  // ---- a ReLU followed by a 2x2 max-pool ----
+  // r = relu(x) and y = maxpool(r) (s: the pool's shape). The model reads r
+  // nowhere else, so a backend may fuse the two and leave r unwritten.
+  virtual void relu_maxpool2_forward(const PoolShape &s, const T *x, T *r, T *y) {
+    relu_forward(size_t(s.batch) * s.channels * s.in_h * s.in_w, x, r);
+    maxpool_forward(s, r, y);
+  }
+  // dx (overwritten) from dy through both layers (x, r, y as in the forward);
+  // dr: scratch of r's size, which a fused backend leaves unwritten.
+  virtual void relu_maxpool2_backward(const PoolShape &s, const T *x, const T *r, const T *y,
+                                      const T *dy, T *dr, T *dx) {
+    (void)x;
+    maxpool_backward(s, r, y, dy, dr);
+    relu_backward(size_t(s.batch) * s.channels * s.in_h * s.in_w, r, dr, dx);
+  }
+
   // ---- linear ----
   virtual void linear_forward(const LinearShape &s, const T *x, const T *w, const T *b, T *y) = 0;
   // dw, db overwritten; dx unless nullptr.

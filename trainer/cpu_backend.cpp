@@ -158,6 +158,17 @@ class CpuBackend : public Backend {
     pool_generic(s, x, dy, nullptr, dx);
   }
 
+  // Fused: one pass each way, the relu's output never written.
+  void relu_maxpool2_forward(const PoolShape &s, const float *x, float *r, float *y) override {
+    if (s.window != 2) return Backend::relu_maxpool2_forward(s, x, r, y);
+    cpu_kernels::relu_maxpool2_forward(s, x, y);
+  }
+  void relu_maxpool2_backward(const PoolShape &s, const float *x, const float *r, const float *y,
+                              const float *dy, float *dr, float *dx) override {
+    if (s.window != 2) return Backend::relu_maxpool2_backward(s, x, r, y, dy, dr, dx);
+    cpu_kernels::relu_maxpool2_backward(s, x, y, dy, dx);
+  }
+
   void linear_forward(const LinearShape &s, const float *x, const float *w, const float *b,
                       float *y) override {
     for (int n = 0; n < s.batch; ++n) std::memcpy(y + size_t(n) * s.out, b, sizeof(float) * s.out);

@@ -44,31 +44,101 @@ void relu_backward(size_t n, const float *y, const float *dy, float *dx) {
   for (size_t i = 0; i < n; ++i) dx[i] = y[i] > 0.f ? dy[i] : 0.f;
 }
 
-QUORUM_MULTIVERSION
-void maxpool2_forward(const PoolShape &s, const float *x, float *y) {
+namespace {
+
+// y = the 2x2 windows' maxima of x, or with `relu` those of relu(x): the
+// maximum where it is > 0, else 0 (what `ref` gives for a relu layer followed
+// by this pool). `row(ow, r0, r1, out, relu)` does one output row.
+template <typename Row>
+void maxpool2_forward_planes(const PoolShape &s, const float *x, float *y, bool relu, Row row) {
   const int oh = s.out_h(), ow = s.out_w();
   for (size_t p = 0; p < size_t(s.batch) * s.channels; ++p) {
     const float *plane = x + p * s.in_h * s.in_w;
-    float *out = y + p * oh * ow;
     for (int i = 0; i < oh; ++i) {
-      const float *r0 = plane + size_t(2 * i) * s.in_w, *r1 = r0 + s.in_w;
-      for (int j = 0; j < ow; ++j) {
-        float m0 = std::max(r0[2 * j + 1], r0[2 * j]);
-        float m1 = std::max(r1[2 * j + 1], r1[2 * j]);
-        out[i * ow + j] = std::max(m1, m0);
-      }
+      const float *r0 = plane + size_t(2 * i) * s.in_w;
+      row(ow, r0, r0 + s.in_w, y + (p * oh + i) * ow, relu);
     }
   }
+}
+
+QUORUM_MULTIVERSION
+void maxpool2_forward_row(int ow, const float *r0, const float *r1, float *out, bool relu) {
+  for (int j = 0; j < ow; ++j) {
+    float m0 = std::max(r0[2 * j + 1], r0[2 * j]);
+    float m1 = std::max(r1[2 * j + 1], r1[2 * j]);
+    const float m = std::max(m1, m0);
+    out[j] = relu && !(m > 0.f) ? 0.f : m;
+  }
+}
+
+#if QUORUM_POOL_AVX512
+__mmask16 first_lanes(int n) {
+  return static_cast<__mmask16>((1u << n) - 1);
+}
+
+// A row's input pairs (2j, 2j + 1) for j in [j0, j0 + 16): the even and the
+// odd elements, masked at the row's end (zeros past it).
+struct PairsAvx512 {
+  __m512 even, odd;
+};
+__attribute__((target("avx512f"))) PairsAvx512 load_pairs_avx512(const float *row, int n) {
+  const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+  const __m512i odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+  const __m512 lo = _mm512_maskz_loadu_ps(first_lanes(std::min(16, 2 * n)), row);
+  const __m512 hi = _mm512_maskz_loadu_ps(first_lanes(std::max(0, 2 * n - 16)), row + 16);
+  return {_mm512_permutex2var_ps(lo, even, hi), _mm512_permutex2var_ps(lo, odd, hi)};
+}
+
+// The forward row with AVX-512, 16 outputs at a time (see the backward's).
+__attribute__((target("avx512f"))) void maxpool2_forward_row_avx512(int ow, const float *r0,
+                                                                    const float *r1, float *out,
+                                                                    bool relu) {
+  for (int j = 0; j < ow; j += 16) {
+    const int n = std::min(16, ow - j);
+    const PairsAvx512 a = load_pairs_avx512(r0 + 2 * j, n), b = load_pairs_avx512(r1 + 2 * j, n);
+    // maskz_max with every lane, not max: GCC 12 warns that max's undefined
+    // pass-through operand may be used uninitialized.
+    const __mmask16 all = 0xffff;
+    __m512 m = _mm512_maskz_max_ps(all, _mm512_maskz_max_ps(all, a.odd, a.even),
+                                   _mm512_maskz_max_ps(all, b.odd, b.even));
+    if (relu) m = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(m, _mm512_setzero_ps(), _CMP_GT_OQ), m);
+    _mm512_mask_storeu_ps(out + j, first_lanes(n), m);
+  }
+}
+#endif
+
+void maxpool2_forward_dispatch(const PoolShape &s, const float *x, float *y, bool relu) {
+#if QUORUM_POOL_AVX512
+  static const bool avx512 = __builtin_cpu_supports("avx512f");
+  if (avx512) return maxpool2_forward_planes(s, x, y, relu, maxpool2_forward_row_avx512);
+#endif
+  maxpool2_forward_planes(s, x, y, relu, maxpool2_forward_row);
+}
+
+}  // namespace
+
+void maxpool2_forward(const PoolShape &s, const float *x, float *y) {
+  maxpool2_forward_dispatch(s, x, y, false);
+}
+
+void relu_maxpool2_forward(const PoolShape &s, const float *x, float *y) {
+  maxpool2_forward_dispatch(s, x, y, true);
+}
+
+void maxpool2_forward_portable(const PoolShape &s, const float *x, float *y, bool relu) {
+  maxpool2_forward_planes(s, x, y, relu, maxpool2_forward_row);
 }
 
 namespace {
 
 // Rows i of one plane's 2x2 max-pool backward: the first element of each
 // window (row-major) equal to the forward output takes the gradient, as in
-// `ref`. `row(i, r0, r1, m, g, d0, d1)` does output row i (input rows r0, r1).
+// `ref`; with `relu` (y from relu_maxpool2_forward) only where that output is
+// > 0, as relu's backward would leave it. `row(ow, r0, r1, m, g, d0, d1,
+// relu)` does one output row (input rows r0, r1).
 template <typename Row>
 void maxpool2_backward_planes(const PoolShape &s, const float *x, const float *y, const float *dy,
-                              float *dx, Row row) {
+                              float *dx, bool relu, Row row) {
   const int oh = s.out_h(), ow = s.out_w();
   for (size_t p = 0; p < size_t(s.batch) * s.channels; ++p) {
     const float *plane = x + p * s.in_h * s.in_w;
@@ -79,7 +149,7 @@ void maxpool2_backward_planes(const PoolShape &s, const float *x, const float *y
     for (int i = 0; i < oh; ++i) {
       const float *r0 = plane + size_t(2 * i) * s.in_w;
       float *d0 = dplane + size_t(2 * i) * s.in_w;
-      row(ow, r0, r0 + s.in_w, m + i * ow, g + i * ow, d0, d0 + s.in_w);
+      row(ow, r0, r0 + s.in_w, m + i * ow, g + i * ow, d0, d0 + s.in_w, relu);
     }
   }
 }
@@ -87,12 +157,13 @@ void maxpool2_backward_planes(const PoolShape &s, const float *x, const float *y
 // One output row, plain loops for the compiler to vectorise.
 QUORUM_MULTIVERSION
 void maxpool2_backward_row(int ow, const float *r0, const float *r1, const float *m, const float *g,
-                           float *d0, float *d1) {
+                           float *d0, float *d1, bool relu) {
   for (int j = 0; j < ow; ++j) {
     // Bit masks, not selects: the compiler turns selects into branches that
     // mispredict on real data.
     const float mx = m[j];
-    const uint32_t gv = bits(g[j]);
+    const uint32_t passes = !relu | (mx > 0.f);
+    const uint32_t gv = bits(g[j]) & (0u - passes);
     const uint32_t ta = r0[2 * j] == mx;
     const uint32_t tb = (ta ^ 1u) & (r0[2 * j + 1] == mx);
     const uint32_t tc = ((ta | tb) ^ 1u) & (r1[2 * j] == mx);
@@ -105,19 +176,14 @@ void maxpool2_backward_row(int ow, const float *r0, const float *r1, const float
 }
 
 #if QUORUM_POOL_AVX512
-__mmask16 first_lanes(int n) {
-  return static_cast<__mmask16>((1u << n) - 1);
-}
-
 // The same row with AVX-512, 16 outputs at a time and masked at the row's end:
 // fm-s's rows are 14 and 7 outputs wide, too short for the vectorised loop
 // above (at 16 lanes it runs none of them through its vector body).
 __attribute__((target("avx512f"))) void maxpool2_backward_row_avx512(int ow, const float *r0,
                                                                      const float *r1,
                                                                      const float *m, const float *g,
-                                                                     float *d0, float *d1) {
-  const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
-  const __m512i odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+                                                                     float *d0, float *d1,
+                                                                     bool relu) {
   const __m512i low = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
   const __m512i high =
       _mm512_setr_epi32(8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
@@ -127,18 +193,15 @@ __attribute__((target("avx512f"))) void maxpool2_backward_row_avx512(int ow, con
     const __mmask16 k_lo = first_lanes(std::min(16, 2 * n));
     const __mmask16 k_hi = first_lanes(std::max(0, 2 * n - 16));
     const int at = 2 * j;
-    const __m512 a_lo = _mm512_maskz_loadu_ps(k_lo, r0 + at);
-    const __m512 a_hi = _mm512_maskz_loadu_ps(k_hi, r0 + at + 16);
-    const __m512 b_lo = _mm512_maskz_loadu_ps(k_lo, r1 + at);
-    const __m512 b_hi = _mm512_maskz_loadu_ps(k_hi, r1 + at + 16);
+    const PairsAvx512 a = load_pairs_avx512(r0 + at, n), b = load_pairs_avx512(r1 + at, n);
     const __m512 mx = _mm512_maskz_loadu_ps(k, m + j);
-    const __m512 gv = _mm512_maskz_loadu_ps(k, g + j);
-    const __mmask16 ta =
-        _mm512_cmp_ps_mask(_mm512_permutex2var_ps(a_lo, even, a_hi), mx, _CMP_EQ_OQ);
-    const __mmask16 tb = static_cast<__mmask16>(
-        ~ta & _mm512_cmp_ps_mask(_mm512_permutex2var_ps(a_lo, odd, a_hi), mx, _CMP_EQ_OQ));
-    const __mmask16 tc = static_cast<__mmask16>(
-        ~(ta | tb) & _mm512_cmp_ps_mask(_mm512_permutex2var_ps(b_lo, even, b_hi), mx, _CMP_EQ_OQ));
+    const __mmask16 passes =
+        relu ? _mm512_cmp_ps_mask(mx, _mm512_setzero_ps(), _CMP_GT_OQ) : __mmask16(0xffff);
+    const __m512 gv = _mm512_maskz_loadu_ps(k & passes, g + j);
+    const __mmask16 ta = _mm512_cmp_ps_mask(a.even, mx, _CMP_EQ_OQ);
+    const __mmask16 tb = static_cast<__mmask16>(~ta & _mm512_cmp_ps_mask(a.odd, mx, _CMP_EQ_OQ));
+    const __mmask16 tc =
+        static_cast<__mmask16>(~(ta | tb) & _mm512_cmp_ps_mask(b.even, mx, _CMP_EQ_OQ));
     const __mmask16 td = static_cast<__mmask16>(~(ta | tb | tc));
     const __m512 ga = _mm512_maskz_mov_ps(ta, gv), gb = _mm512_maskz_mov_ps(tb, gv);
     const __m512 gc = _mm512_maskz_mov_ps(tc, gv), gd = _mm512_maskz_mov_ps(td, gv);
@@ -152,18 +215,32 @@ __attribute__((target("avx512f"))) void maxpool2_backward_row_avx512(int ow, con
 
 }  // namespace
 
-void maxpool2_backward(const PoolShape &s, const float *x, const float *y, const float *dy,
-                       float *dx) {
+namespace {
+
+void maxpool2_backward_dispatch(const PoolShape &s, const float *x, const float *y, const float *dy,
+                                float *dx, bool relu) {
 #if QUORUM_POOL_AVX512
   static const bool avx512 = __builtin_cpu_supports("avx512f");
-  if (avx512) return maxpool2_backward_planes(s, x, y, dy, dx, maxpool2_backward_row_avx512);
+  if (avx512) return maxpool2_backward_planes(s, x, y, dy, dx, relu, maxpool2_backward_row_avx512);
 #endif
-  maxpool2_backward_portable(s, x, y, dy, dx);
+  maxpool2_backward_planes(s, x, y, dy, dx, relu, maxpool2_backward_row);
+}
+
+}  // namespace
+
+void maxpool2_backward(const PoolShape &s, const float *x, const float *y, const float *dy,
+                       float *dx) {
+  maxpool2_backward_dispatch(s, x, y, dy, dx, false);
+}
+
+void relu_maxpool2_backward(const PoolShape &s, const float *x, const float *y, const float *dy,
+                            float *dx) {
+  maxpool2_backward_dispatch(s, x, y, dy, dx, true);
 }
 
 void maxpool2_backward_portable(const PoolShape &s, const float *x, const float *y, const float *dy,
-                                float *dx) {
-  maxpool2_backward_planes(s, x, y, dy, dx, maxpool2_backward_row);
+                                float *dx, bool relu) {
+  maxpool2_backward_planes(s, x, y, dy, dx, relu, maxpool2_backward_row);
 }
 
 QUORUM_MULTIVERSION

@@ -13,15 +13,24 @@ namespace quorum::trainer::cpu_kernels {
 
 void relu_forward(size_t n, const float *x, float *y);
 void relu_backward(size_t n, const float *y, const float *dy, float *dx);
+// With AVX-512 where the CPU has it (fm-s's rows of 14 and 7 outputs are too
+// short for the compiler's 16-lane loops), else the portable loops below.
 void maxpool2_forward(const PoolShape &s, const float *x, float *y);
 // y is the forward output. Writes every element of dx (no separate zeroing).
-// With AVX-512 where the CPU has it (fm-s's rows of 14 and 7 outputs are too
-// short for the compiler's 16-lane loops), else maxpool2_backward_portable.
 void maxpool2_backward(const PoolShape &s, const float *x, const float *y, const float *dy,
                        float *dx);
-// The same in plain loops for the compiler to vectorise (tests check both).
+// A relu followed by a 2x2 max-pool, in one pass and without the relu's output:
+// y = each window's maximum where it is > 0, else 0; the backward routes dy as
+// maxpool2_backward where y > 0 and writes 0 elsewhere. Bit for bit what the
+// two layers give (NaN inputs aside).
+void relu_maxpool2_forward(const PoolShape &s, const float *x, float *y);
+void relu_maxpool2_backward(const PoolShape &s, const float *x, const float *y, const float *dy,
+                            float *dx);
+// Both in plain loops for the compiler to vectorise, with or without the relu
+// (the calls above take AVX-512 where the CPU has it; tests check both).
+void maxpool2_forward_portable(const PoolShape &s, const float *x, float *y, bool relu = false);
 void maxpool2_backward_portable(const PoolShape &s, const float *x, const float *y, const float *dy,
-                                float *dx);
+                                float *dx, bool relu = false);
 void bias_grad(int batch, int out, const float *dy, float *db);
 void sgd_update(size_t n, float lr, float momentum, float weight_decay, float *params,
                 const float *grads, float *velocity);

@@ -128,6 +128,17 @@ void Model<T>::load_batch(int batch, const T *images, const int32_t *labels) {
 }
 
 template <typename T>
+bool Model<T>::relu_then_pool2(size_t i) const {
+  return plan_[i].spec.kind == LayerKind::Relu && i + 1 < plan_.size() &&
+         plan_[i + 1].spec.kind == LayerKind::MaxPool && plan_[i + 1].spec.window == 2;
+}
+
+template <typename T>
+PoolShape Model<T>::pool_shape(int batch, const LayerPlan &p) {
+  return PoolShape{batch, p.in_c, p.in_h, p.in_w, p.spec.window};
+}
+
+template <typename T>
 void Model<T>::forward(int batch) {
   BackendT<T> &be = *backend_;
   for (size_t i = 0; i < plan_.size(); ++i) {
@@ -142,10 +153,15 @@ void Model<T>::forward(int batch) {
         break;
       }
       case LayerKind::Relu:
+        if (relu_then_pool2(i)) {
+          be.relu_maxpool2_forward(pool_shape(batch, plan_[i + 1]), x, y, act_[i + 2]);
+          ++i;  // the pool layer ran too
+          break;
+        }
         be.relu_forward(size_t(batch) * p.in_size(), x, y);
         break;
       case LayerKind::MaxPool:
-        be.maxpool_forward(PoolShape{batch, p.in_c, p.in_h, p.in_w, p.spec.window}, x, y);
+        be.maxpool_forward(pool_shape(batch, p), x, y);
         break;
       case LayerKind::Linear:
         be.linear_forward(LinearShape{batch, int(p.in_size()), p.out_c}, x,
@@ -187,9 +203,15 @@ void Model<T>::backward(int batch, const GradientReady &ready) {
         if (dx) be.relu_backward(size_t(batch) * p.in_size(), y, dy, dx);
         break;
       case LayerKind::MaxPool:
-        if (dx)
-          be.maxpool_backward(PoolShape{batch, p.in_c, p.in_h, p.in_w, p.spec.window}, x, y, dy,
-                              dx);
+        if (i > 0 && relu_then_pool2(i - 1)) {
+          // Both layers at once: x is the relu's output, dx (scratch here) its gradient.
+          T *relu_dx = i - 1 == 0 ? nullptr : dact_[i - 1];
+          if (relu_dx)
+            be.relu_maxpool2_backward(pool_shape(batch, p), act_[i - 1], x, y, dy, dx, relu_dx);
+          --i;  // the relu layer ran too
+          break;
+        }
+        if (dx) be.maxpool_backward(pool_shape(batch, p), x, y, dy, dx);
         break;
       case LayerKind::Linear:
         be.linear_backward(LinearShape{batch, int(p.in_size()), p.out_c}, x,

@@ -54,7 +54,6 @@ class Model {
   T *params() { return params_; }
   T *grads() { return grads_; }
   T *logits() { return act_.back(); }
-  T *activation(size_t i) { return act_[i]; }
 
   // PyTorch's default initialisation: weights and biases ~ U(-1/sqrt(fan_in), +1/sqrt(fan_in)),
   // each view from its own stream of `seed`.
@@ -82,6 +81,10 @@ class Model {
   void read(const T *src, std::vector<T> *host);
   void write(T *dst, const std::vector<T> &host);
   T *view(T *base, int index) { return index < 0 ? nullptr : base + layout_.views()[index].offset; }
+  // Layer i is a relu followed by a 2x2 max-pool: both run as one backend call
+  // (relu_maxpool2_*), and the relu's output buffer may stay unwritten.
+  bool relu_then_pool2(size_t i) const;
+  static PoolShape pool_shape(int batch, const LayerPlan &p);
 
   ModelSpec spec_;
   std::vector<LayerPlan> plan_;

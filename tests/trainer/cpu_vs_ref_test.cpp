@@ -126,9 +126,50 @@ TEST_F(BackendPair, MaxPoolForwardBackwardWithTies) {
     expect_close("pool dx", host(cdx, nx), dx, 0);
     if (s.window != 2) continue;
     // The portable loops too (the backend takes AVX-512 where the CPU has it).
-    Vec portable(nx, 9.f);
+    Vec portable_y(ny, 9.f), portable(nx, 9.f);
+    cpu_kernels::maxpool2_forward_portable(s, x.data(), portable_y.data());
+    expect_close("pool y (portable)", portable_y, y, 0);
     cpu_kernels::maxpool2_backward_portable(s, x.data(), y.data(), dy.data(), portable.data());
     expect_close("pool dx (portable)", portable, dx, 0);
+  }
+}
+
+// A relu followed by a 2x2 max-pool, fused on cpu (the relu's output never
+// written): what ref's two layers give, with ties, zeros and windows whose
+// maximum is <= 0 (no gradient passes there).
+TEST_F(BackendPair, ReluMaxPoolFusedEqualsTheTwoLayers) {
+  for (PoolShape s : kPoolShapes) {
+    if (s.window != 2) continue;
+    const size_t nx = size_t(s.batch) * s.channels * s.in_h * s.in_w;
+    const size_t ny = size_t(s.batch) * s.channels * s.out_h() * s.out_w();
+    Vec x = random_vec(nx, 13);
+    for (size_t i = 0; i < nx; i += 3) x[i] = 0.25f;
+    for (size_t i = 1; i < nx; i += 5) x[i] = 0.f;
+    for (size_t i = 0; i < nx / 4; ++i) x[i] = -std::fabs(x[i]);  // all <= 0 there
+    Vec dy = random_vec(ny, 14), r(nx), y(ny), dr(nx), dx(nx);
+    ref_.relu_forward(nx, x.data(), r.data());
+    ref_.maxpool_forward(s, r.data(), y.data());
+    ref_.maxpool_backward(s, r.data(), y.data(), dy.data(), dr.data());
+    ref_.relu_backward(nx, r.data(), dr.data(), dx.data());
+    float *cx = dev(x), *cr = dev(Vec(nx)), *cy = dev(Vec(ny, 9.f)), *cdy = dev(dy);
+    float *cdr = dev(Vec(nx)), *cdx = dev(Vec(nx, 9.f));
+    cpu_->relu_maxpool2_forward(s, cx, cr, cy);
+    cpu_->relu_maxpool2_backward(s, cx, cr, cy, cdy, cdr, cdx);
+    expect_close("relu+pool y", host(cy, ny), y, 0);
+    expect_close("relu+pool dx", host(cdx, nx), dx, 0);
+    Vec portable_y(ny, 9.f), portable(nx, 9.f);
+    cpu_kernels::maxpool2_forward_portable(s, x.data(), portable_y.data(), true);
+    expect_close("relu+pool y (portable)", portable_y, y, 0);
+    cpu_kernels::maxpool2_backward_portable(s, x.data(), y.data(), dy.data(), portable.data(),
+                                            true);
+    expect_close("relu+pool dx (portable)", portable, dx, 0);
+    // The backend interface's unfused default (ref's) gives the same.
+    Vec ry(ny), rr(nx), rdr(nx), rdx(nx);
+    ref_.relu_maxpool2_forward(s, x.data(), rr.data(), ry.data());
+    ref_.relu_maxpool2_backward(s, x.data(), rr.data(), ry.data(), dy.data(), rdr.data(),
+                                rdx.data());
+    expect_close("relu+pool y (default)", ry, y, 0);
+    expect_close("relu+pool dx (default)", rdx, dx, 0);
   }
 }
 

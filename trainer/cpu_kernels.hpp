@@ -2,7 +2,8 @@
 //
 // Branch-free so the compiler vectorises them; built for AVX-512, AVX2 and a
 // generic x86-64 with the best chosen at load time (target_clones), since
-// random-sign activations make branchy loops mispredict half the time.
+// random-sign activations make branchy loops mispredict half the time. The
+// 2x2 max-pool's rows also have AVX-512 intrinsics, taken where the CPU has it.
 #pragma once
 
 #include <cstddef>

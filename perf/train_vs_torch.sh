@@ -26,6 +26,15 @@ here=$(cd "$(dirname "$0")" && pwd)
 python=${PYTHON:-/usr/bin/python3}
 "$python" -c 'import torch' 2>/dev/null || { echo "PyTorch not found for $python (Debian: python3-torch)" >&2; exit 77; }
 [ -x "$build/tools/quorum-train" ] || { echo "$build/tools/quorum-train not built" >&2; exit 2; }
+# PyTorch's linear layers go through libblas.so.3 (Debian: OpenBLAS), which
+# on a CPU model it does not know runs its Prescott (SSE3) kernels, 4-6x
+# slower on fm-s's linear layers: say which it chose (OPENBLAS_CORETYPE, e.g.
+# SkylakeX, overrides it; quorum's cpu backend does not use OpenBLAS).
+blas_core=$("$python" -c 'import ctypes
+lib = ctypes.CDLL("libblas.so.3")
+lib.openblas_get_corename.restype = ctypes.c_char_p
+print(lib.openblas_get_corename().decode())' 2>/dev/null || echo "not OpenBLAS")
+echo "torch's BLAS: OpenBLAS core $blas_core${OPENBLAS_CORETYPE:+ (OPENBLAS_CORETYPE=$OPENBLAS_CORETYPE)}"
 out=$(mktemp -d /tmp/quorum_train_vs_torch_XXXXXX)
 trap 'rm -rf "$out"' EXIT
 

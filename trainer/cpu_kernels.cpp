@@ -72,6 +72,12 @@ void maxpool2_forward_row(int ow, const float *r0, const float *r1, float *out, 
 }
 
 #if QUORUM_POOL_AVX512
+// Whether this CPU runs the AVX-512 row kernels below (asked once).
+bool has_avx512() {
+  static const bool avx512 = __builtin_cpu_supports("avx512f");
+  return avx512;
+}
+
 __mmask16 first_lanes(int n) {
   return static_cast<__mmask16>((1u << n) - 1);
 }
@@ -109,8 +115,7 @@ __attribute__((target("avx512f"))) void maxpool2_forward_row_avx512(int ow, cons
 
 void maxpool2_forward_dispatch(const PoolShape &s, const float *x, float *y, bool relu) {
 #if QUORUM_POOL_AVX512
-  static const bool avx512 = __builtin_cpu_supports("avx512f");
-  if (avx512) return maxpool2_forward_planes(s, x, y, relu, maxpool2_forward_row_avx512);
+  if (has_avx512()) return maxpool2_forward_planes(s, x, y, relu, maxpool2_forward_row_avx512);
 #endif
   maxpool2_forward_planes(s, x, y, relu, maxpool2_forward_row);
 }
@@ -220,8 +225,8 @@ namespace {
 void maxpool2_backward_dispatch(const PoolShape &s, const float *x, const float *y, const float *dy,
                                 float *dx, bool relu) {
 #if QUORUM_POOL_AVX512
-  static const bool avx512 = __builtin_cpu_supports("avx512f");
-  if (avx512) return maxpool2_backward_planes(s, x, y, dy, dx, relu, maxpool2_backward_row_avx512);
+  if (has_avx512())
+    return maxpool2_backward_planes(s, x, y, dy, dx, relu, maxpool2_backward_row_avx512);
 #endif
   maxpool2_backward_planes(s, x, y, dy, dx, relu, maxpool2_backward_row);
 }

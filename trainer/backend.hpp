@@ -6,7 +6,8 @@
 // (model.hpp) only sequences these calls, so a new backend is one class that
 // fills this table; `ref` is the oracle it is checked against (tests/trainer).
 //
-// Layouts: activations are NCHW, contiguous. Conv weights are [out_c][in_c][kh][kw],
+// Layouts: activations are NCHW, contiguous (except the intermediates of a fused
+// call, which are the backend's). Conv weights are [out_c][in_c][kh][kw],
 // linear weights are [out][in] (y = x W^T + b). Backward calls OVERWRITE the
 // gradients they produce (never accumulate), so the flat gradient buffer needs
 // no zeroing between steps. Calls may be asynchronous on devices; synchronize()
@@ -114,6 +115,30 @@ class BackendT {
     (void)x;
     maxpool_backward(s, r, y, dy, dr);
     relu_backward(size_t(s.batch) * s.channels * s.in_h * s.in_w, r, dr, dx);
+  }
+
+  // ---- a conv2d, a ReLU and a 2x2 max-pool (s: the conv's shape) ----
+  // y = maxpool2(relu(conv(x, w) + b)), NCHW. c (the conv's output) and r (the
+  // relu's) belong to the backend between this call and the block's backward:
+  // the model reads them nowhere else, so a backend may keep c in a layout of
+  // its own (the convolutions' blocked one: no reorder between the layers) and
+  // leave r unwritten.
+  virtual void conv2d_relu_maxpool2_forward(const Conv2dShape &s, const T *x, const T *w,
+                                            const T *b, T *c, T *r, T *y) {
+    conv2d_forward(s, x, w, b, c);
+    relu_maxpool2_forward(pool2_after(s), c, r, y);
+  }
+  // dw, db (overwritten), and dx unless nullptr, from dy (x, c, r, y as in the
+  // forward); dc and dr: scratch of c's and r's size.
+  virtual void conv2d_relu_maxpool2_backward(const Conv2dShape &s, const T *x, const T *w,
+                                             const T *c, const T *r, const T *y, const T *dy, T *dc,
+                                             T *dr, T *dx, T *dw, T *db) {
+    relu_maxpool2_backward(pool2_after(s), c, r, y, dy, dr, dc);
+    conv2d_backward(s, x, w, dc, dx, dw, db);
+  }
+  // The shape of the 2x2 max-pool over a conv's output.
+  static PoolShape pool2_after(const Conv2dShape &s) {
+    return PoolShape{s.batch, s.out_c, s.out_h(), s.out_w(), 2};
   }
 
   // ---- linear ----

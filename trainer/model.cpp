@@ -70,6 +70,7 @@ Status Model<T>::create(const ModelSpec &spec, BackendT<T> *backend, int max_bat
   m->backend_ = backend;
   m->max_batch_ = max_batch;
   QUORUM_CHECK(plan_model(spec, &m->plan_, &m->layout_));
+  m->plan_calls();
   const size_t pbytes = m->layout_.total() * sizeof(T);
   m->params_ = static_cast<T *>(backend->alloc(pbytes));
   m->grads_ = static_cast<T *>(backend->alloc(pbytes));
@@ -129,8 +130,25 @@ void Model<T>::load_batch(int batch, const T *images, const int32_t *labels) {
 
 template <typename T>
 bool Model<T>::relu_then_pool2(size_t i) const {
-  return plan_[i].spec.kind == LayerKind::Relu && i + 1 < plan_.size() &&
+  return i + 1 < plan_.size() && plan_[i].spec.kind == LayerKind::Relu &&
          plan_[i + 1].spec.kind == LayerKind::MaxPool && plan_[i + 1].spec.window == 2;
+}
+
+template <typename T>
+void Model<T>::plan_calls() {
+  calls_.clear();
+  for (size_t i = 0; i < plan_.size();) {
+    if (plan_[i].spec.kind == LayerKind::Conv2d && relu_then_pool2(i + 1)) {
+      calls_.push_back({i, Fusion::ConvReluPool2});
+      i += 3;
+    } else if (relu_then_pool2(i)) {
+      calls_.push_back({i, Fusion::ReluPool2});
+      i += 2;
+    } else {
+      calls_.push_back({i, Fusion::None});
+      i += 1;
+    }
+  }
 }
 
 template <typename T>
@@ -139,33 +157,43 @@ PoolShape Model<T>::pool_shape(int batch, const LayerPlan &p) {
 }
 
 template <typename T>
+Conv2dShape Model<T>::conv_shape(int batch, const LayerPlan &p) {
+  return Conv2dShape{batch,         p.in_c,        p.in_h,        p.in_w,    p.out_c,
+                     p.spec.kernel, p.spec.kernel, p.spec.stride, p.spec.pad};
+}
+
+template <typename T>
 void Model<T>::forward(int batch) {
   BackendT<T> &be = *backend_;
-  for (size_t i = 0; i < plan_.size(); ++i) {
+  for (const Call &call : calls_) {
+    const size_t i = call.first;
     const LayerPlan &p = plan_[i];
-    const T *x = act_[i];
-    T *y = act_[i + 1];
-    switch (p.spec.kind) {
-      case LayerKind::Conv2d: {
-        Conv2dShape s{batch,         p.in_c,        p.in_h,        p.in_w,    p.out_c,
-                      p.spec.kernel, p.spec.kernel, p.spec.stride, p.spec.pad};
-        be.conv2d_forward(s, x, view(params_, p.weight_view), view(params_, p.bias_view), y);
+    T *const *a = act_.data() + i;  // a[0]: the call's input, a[k]: layer i + k - 1's output
+    switch (call.fusion) {
+      case Fusion::ConvReluPool2:
+        be.conv2d_relu_maxpool2_forward(conv_shape(batch, p), a[0], view(params_, p.weight_view),
+                                        view(params_, p.bias_view), a[1], a[2], a[3]);
+        continue;
+      case Fusion::ReluPool2:
+        be.relu_maxpool2_forward(pool_shape(batch, plan_[i + 1]), a[0], a[1], a[2]);
+        continue;
+      case Fusion::None:
         break;
-      }
+    }
+    switch (p.spec.kind) {
+      case LayerKind::Conv2d:
+        be.conv2d_forward(conv_shape(batch, p), a[0], view(params_, p.weight_view),
+                          view(params_, p.bias_view), a[1]);
+        break;
       case LayerKind::Relu:
-        if (relu_then_pool2(i)) {
-          be.relu_maxpool2_forward(pool_shape(batch, plan_[i + 1]), x, y, act_[i + 2]);
-          ++i;  // the pool layer ran too
-          break;
-        }
-        be.relu_forward(size_t(batch) * p.in_size(), x, y);
+        be.relu_forward(size_t(batch) * p.in_size(), a[0], a[1]);
         break;
       case LayerKind::MaxPool:
-        be.maxpool_forward(pool_shape(batch, p), x, y);
+        be.maxpool_forward(pool_shape(batch, p), a[0], a[1]);
         break;
       case LayerKind::Linear:
-        be.linear_forward(LinearShape{batch, int(p.in_size()), p.out_c}, x,
-                          view(params_, p.weight_view), view(params_, p.bias_view), y);
+        be.linear_forward(LinearShape{batch, int(p.in_size()), p.out_c}, a[0],
+                          view(params_, p.weight_view), view(params_, p.bias_view), a[1]);
         break;
     }
   }
@@ -187,36 +215,40 @@ template <typename T>
 void Model<T>::backward(int batch, const GradientReady &ready) {
   BackendT<T> &be = *backend_;
   size_t ready_end = layout_.total();  // grads at or after this index are final
-  for (size_t i = plan_.size(); i-- > 0;) {
-    const LayerPlan &p = plan_[i];
-    const T *x = act_[i], *y = act_[i + 1], *dy = dact_[i + 1];
-    T *dx = i == 0 ? nullptr : dact_[i];  // nobody needs the gradient of the images
-    switch (p.spec.kind) {
-      case LayerKind::Conv2d: {
-        Conv2dShape s{batch,         p.in_c,        p.in_h,        p.in_w,    p.out_c,
-                      p.spec.kernel, p.spec.kernel, p.spec.stride, p.spec.pad};
-        be.conv2d_backward(s, x, view(params_, p.weight_view), dy, dx, view(grads_, p.weight_view),
-                           view(grads_, p.bias_view));
+  for (size_t k = calls_.size(); k-- > 0;) {
+    const size_t i = calls_[k].first;
+    const LayerPlan &p = plan_[i];  // a call's weights are its first layer's
+    T *const *a = act_.data() + i;
+    T *const *d = dact_.data() + i;   // the gradients of a
+    T *dx = i == 0 ? nullptr : d[0];  // nobody needs the gradient of the images
+    T *w = view(params_, p.weight_view), *dw = view(grads_, p.weight_view);
+    T *db = view(grads_, p.bias_view);
+    switch (calls_[k].fusion) {
+      case Fusion::ConvReluPool2:
+        be.conv2d_relu_maxpool2_backward(conv_shape(batch, p), a[0], w, a[1], a[2], a[3], d[3],
+                                         d[1], d[2], dx, dw, db);
         break;
-      }
-      case LayerKind::Relu:
-        if (dx) be.relu_backward(size_t(batch) * p.in_size(), y, dy, dx);
+      case Fusion::ReluPool2:
+        if (dx)
+          be.relu_maxpool2_backward(pool_shape(batch, plan_[i + 1]), a[0], a[1], a[2], d[2], d[1],
+                                    dx);
         break;
-      case LayerKind::MaxPool:
-        if (i > 0 && relu_then_pool2(i - 1)) {
-          // Both layers at once: x is the relu's output, dx (scratch here) its gradient.
-          T *relu_dx = i - 1 == 0 ? nullptr : dact_[i - 1];
-          if (relu_dx)
-            be.relu_maxpool2_backward(pool_shape(batch, p), act_[i - 1], x, y, dy, dx, relu_dx);
-          --i;  // the relu layer ran too
-          break;
+      case Fusion::None:
+        switch (p.spec.kind) {
+          case LayerKind::Conv2d:
+            be.conv2d_backward(conv_shape(batch, p), a[0], w, d[1], dx, dw, db);
+            break;
+          case LayerKind::Relu:
+            if (dx) be.relu_backward(size_t(batch) * p.in_size(), a[1], d[1], dx);
+            break;
+          case LayerKind::MaxPool:
+            if (dx) be.maxpool_backward(pool_shape(batch, p), a[0], a[1], d[1], dx);
+            break;
+          case LayerKind::Linear:
+            be.linear_backward(LinearShape{batch, int(p.in_size()), p.out_c}, a[0], w, d[1], dx, dw,
+                               db);
+            break;
         }
-        if (dx) be.maxpool_backward(pool_shape(batch, p), x, y, dy, dx);
-        break;
-      case LayerKind::Linear:
-        be.linear_backward(LinearShape{batch, int(p.in_size()), p.out_c}, x,
-                           view(params_, p.weight_view), dy, dx, view(grads_, p.weight_view),
-                           view(grads_, p.bias_view));
         break;
     }
     if (ready && p.weight_view >= 0) {

@@ -6,6 +6,8 @@
 //                    allreduce input);
 //   act[i]         : the input of layer i (act[0] = images, act[L] = logits);
 //   dact[i]        : the gradient of act[i] (dact[L] = dlogits).
+// Inside a fused call (see Fusion below) the intermediate act and dact are the
+// backend's: in a layout of its own, or unwritten.
 #pragma once
 
 #include <cstdint>
@@ -81,10 +83,20 @@ class Model {
   void read(const T *src, std::vector<T> *host);
   void write(T *dst, const std::vector<T> &host);
   T *view(T *base, int index) { return index < 0 ? nullptr : base + layout_.views()[index].offset; }
-  // Layer i is a relu followed by a 2x2 max-pool: both run as one backend call
-  // (relu_maxpool2_*), and the relu's output buffer may stay unwritten.
+  // Layer i is a relu followed by a 2x2 max-pool.
   bool relu_then_pool2(size_t i) const;
+  // The backend calls of a pass: a conv followed by a relu and a 2x2 max-pool
+  // runs as one call (conv2d_relu_maxpool2_*), as does a relu followed by such
+  // a pool (relu_maxpool2_*): their intermediate outputs are the backend's
+  // (it may keep them in a layout of its own, or leave them unwritten).
+  enum class Fusion { None, ReluPool2, ConvReluPool2 };
+  struct Call {
+    size_t first;  // the call's first layer
+    Fusion fusion;
+  };
+  void plan_calls();
   static PoolShape pool_shape(int batch, const LayerPlan &p);
+  static Conv2dShape conv_shape(int batch, const LayerPlan &p);
 
   ModelSpec spec_;
   std::vector<LayerPlan> plan_;
@@ -93,6 +105,7 @@ class Model {
   int max_batch_ = 0;
   T *params_ = nullptr, *grads_ = nullptr;
   std::vector<T *> act_, dact_;
+  std::vector<Call> calls_;
   int32_t *labels_ = nullptr;
 };
 

@@ -173,6 +173,94 @@ TEST_F(BackendPair, ReluMaxPoolFusedEqualsTheTwoLayers) {
   }
 }
 
+// NCHW <-> oneDNN's nChw16c (channels a multiple of 16).
+Vec to_nchw16c(const Vec &v, int batch, int channels, int hw) {
+  Vec out(v.size());
+  for (int n = 0; n < batch; ++n)
+    for (int c = 0; c < channels; ++c)
+      for (int p = 0; p < hw; ++p)
+        out[((size_t(n) * (channels / 16) + c / 16) * hw + p) * 16 + c % 16] =
+            v[(size_t(n) * channels + c) * hw + p];
+  return out;
+}
+Vec from_nchw16c(const Vec &v, int batch, int channels, int hw) {
+  Vec out(v.size());
+  for (int n = 0; n < batch; ++n)
+    for (int c = 0; c < channels; ++c)
+      for (int p = 0; p < hw; ++p)
+        out[(size_t(n) * channels + c) * hw + p] =
+            v[((size_t(n) * (channels / 16) + c / 16) * hw + p) * 16 + c % 16];
+  return out;
+}
+
+// The relu + 2x2 max-pool on the conv layers' blocked layout: what ref's two
+// layers give on the same values in NCHW, with ties, zeros, windows <= 0 and
+// odd sizes (the last row and column get no gradient).
+TEST_F(BackendPair, ReluMaxPoolOnBlockedLayoutEqualsTheTwoLayers) {
+  const PoolShape shapes[] = {PoolShape{3, 16, 28, 28, 2}, PoolShape{2, 32, 7, 9, 2},
+                              PoolShape{1, 48, 6, 5, 2}};
+  for (PoolShape s : shapes) {
+    const int hw = s.in_h * s.in_w;
+    const size_t nx = size_t(s.batch) * s.channels * hw;
+    const size_t ny = size_t(s.batch) * s.channels * s.out_h() * s.out_w();
+    Vec x = random_vec(nx, 15);
+    for (size_t i = 0; i < nx; i += 3) x[i] = 0.25f;
+    for (size_t i = 1; i < nx; i += 5) x[i] = 0.f;
+    for (size_t i = 0; i < nx / 4; ++i) x[i] = -std::fabs(x[i]);
+    Vec dy = random_vec(ny, 16), r(nx), y(ny), dr(nx), dx(nx);
+    ref_.relu_maxpool2_forward(s, x.data(), r.data(), y.data());
+    ref_.relu_maxpool2_backward(s, x.data(), r.data(), y.data(), dy.data(), dr.data(), dx.data());
+    const Vec blocked = to_nchw16c(x, s.batch, s.channels, hw);
+    Vec got_y(ny, 9.f), got_dx(nx, 9.f);
+    cpu_kernels::relu_maxpool2_forward_nchw16c(s, blocked.data(), got_y.data());
+    cpu_kernels::relu_maxpool2_backward_nchw16c(s, blocked.data(), dy.data(), got_dx.data());
+    expect_close("blocked relu+pool y", got_y, y, 0);
+    expect_close("blocked relu+pool dx", from_nchw16c(got_dx, s.batch, s.channels, hw), dx, 0);
+  }
+}
+
+// A conv followed by a relu and a 2x2 max-pool as one call (on cpu the conv's
+// output stays blocked where out_c is a multiple of 16; else the layers one
+// by one): what ref's three layers give.
+TEST_F(BackendPair, ConvReluMaxPoolBlockEqualsTheThreeLayers) {
+  const Conv2dShape shapes[] = {
+      {4, 1, 28, 28, 16, 5, 5, 1, 2},   // fm-s conv1
+      {4, 16, 14, 14, 32, 5, 5, 1, 2},  // fm-s conv2
+      {3, 3, 9, 7, 16, 3, 3, 1, 0},     // odd output (7 x 5)
+      {2, 4, 8, 8, 6, 3, 3, 1, 1},      // channels not in blocks of 16
+  };
+  for (const Conv2dShape &s : shapes) {
+    SCOPED_TRACE(::testing::Message()
+                 << "in " << s.in_c << "x" << s.in_h << "x" << s.in_w << " out " << s.out_c);
+    const PoolShape ps = Backend::pool2_after(s);
+    const size_t nx = size_t(s.batch) * s.in_c * s.in_h * s.in_w;
+    const size_t nw = size_t(s.out_c) * s.in_c * s.kernel_h * s.kernel_w;
+    const size_t nc = size_t(s.batch) * s.out_c * s.out_h() * s.out_w();
+    const size_t ny = size_t(s.batch) * s.out_c * ps.out_h() * ps.out_w();
+    Vec x = random_vec(nx, 17), w = random_vec(nw, 18, -0.2, 0.2), b = random_vec(s.out_c, 19);
+    Vec dy = random_vec(ny, 20);
+    Vec c(nc), r(nc), y(ny), dc(nc), dr(nc), dx(nx), dw(nw), db(s.out_c);
+    ref_.conv2d_relu_maxpool2_forward(s, x.data(), w.data(), b.data(), c.data(), r.data(),
+                                      y.data());
+    ref_.conv2d_relu_maxpool2_backward(s, x.data(), w.data(), c.data(), r.data(), y.data(),
+                                       dy.data(), dc.data(), dr.data(), dx.data(), dw.data(),
+                                       db.data());
+    float *cx = dev(x), *cw = dev(w), *cb = dev(b), *cdy = dev(dy);
+    float *cc = dev(Vec(nc)), *cr = dev(Vec(nc)), *cy = dev(Vec(ny, 9.f));
+    float *cdc = dev(Vec(nc)), *cdr = dev(Vec(nc)), *cdx = dev(Vec(nx, 9.f));
+    float *cdw = dev(Vec(nw)), *cdb = dev(Vec(s.out_c));
+    cpu_->conv2d_relu_maxpool2_forward(s, cx, cw, cb, cc, cr, cy);
+    cpu_->conv2d_relu_maxpool2_backward(s, cx, cw, cc, cr, cy, cdy, cdc, cdr, cdx, cdw, cdb);
+    expect_close("block y", host(cy, ny), y);
+    expect_close("block dx", host(cdx, nx), dx);
+    expect_close("block dw", host(cdw, nw), dw);
+    expect_close("block db", host(cdb, s.out_c), db);
+    // First-block form: no dx.
+    cpu_->conv2d_relu_maxpool2_backward(s, cx, cw, cc, cr, cy, cdy, cdc, cdr, nullptr, cdw, cdb);
+    expect_close("block dw (no dx)", host(cdw, nw), dw);
+  }
+}
+
 TEST_F(BackendPair, LinearForwardBackward) {
   const LinearShape s{7, 1568, 128};
   Vec x = random_vec(size_t(s.batch) * s.in, 9),

@@ -118,21 +118,29 @@ class BackendT {
   }
 
   // ---- a conv2d, a ReLU and a 2x2 max-pool (s: the conv's shape) ----
-  // y = maxpool2(relu(conv(x, w) + b)), NCHW. c (the conv's output) and r (the
+  // y = maxpool2(relu(conv(x, w) + b)). c (the conv's output) and r (the
   // relu's) belong to the backend between this call and the block's backward:
   // the model reads them nowhere else, so a backend may keep c in a layout of
   // its own (the convolutions' blocked one: no reorder between the layers) and
-  // leave r unwritten.
-  virtual void conv2d_relu_maxpool2_forward(const Conv2dShape &s, const T *x, const T *w,
-                                            const T *b, T *c, T *r, T *y) {
+  // leave r unwritten. So may x (and dx) when `links` says they pass from the
+  // previous block, and y (and dy) when they pass to the next one; else they
+  // are NCHW.
+  struct BlockLinks {
+    bool from_block = false;  // x is the previous block's y, dx its dy
+    bool to_block = false;    // y is the next block's x, dy its dx
+  };
+  virtual void conv2d_relu_maxpool2_forward(const Conv2dShape &s, BlockLinks links, const T *x,
+                                            const T *w, const T *b, T *c, T *r, T *y) {
+    (void)links;
     conv2d_forward(s, x, w, b, c);
     relu_maxpool2_forward(pool2_after(s), c, r, y);
   }
   // dw, db (overwritten), and dx unless nullptr, from dy (x, c, r, y as in the
   // forward); dc and dr: scratch of c's and r's size.
-  virtual void conv2d_relu_maxpool2_backward(const Conv2dShape &s, const T *x, const T *w,
-                                             const T *c, const T *r, const T *y, const T *dy, T *dc,
-                                             T *dr, T *dx, T *dw, T *db) {
+  virtual void conv2d_relu_maxpool2_backward(const Conv2dShape &s, BlockLinks links, const T *x,
+                                             const T *w, const T *c, const T *r, const T *y,
+                                             const T *dy, T *dc, T *dr, T *dx, T *dw, T *db) {
+    (void)links;
     relu_maxpool2_backward(pool2_after(s), c, r, y, dy, dr, dc);
     conv2d_backward(s, x, w, dc, dx, dw, db);
   }

@@ -91,32 +91,42 @@ class CpuBackend : public Backend {
 
   void conv2d_forward(const Conv2dShape &s, const float *x, const float *w, const float *b,
                       float *y) override {
-    conv_forward(s, x, w, b, y, user_dst(s));
+    conv_forward(s, x, w, b, y, user_src(s), user_dst(s));
   }
   void conv2d_backward(const Conv2dShape &s, const float *x, const float *w, const float *dy,
                        float *dx, float *dw, float *db) override {
-    conv_backward(s, x, w, dy, dx, dw, db, user_dst(s));
+    conv_backward(s, x, w, dy, dx, dw, db, user_src(s), user_dst(s));
   }
 
   // The conv's output stays in the blocked layout its primitives use
-  // (nChw16c), which the relu + max-pool reads and its backward writes: no
-  // reorder of the conv's output or of its gradient (on fm-s these cost 10-15%
-  // of a step). Channels not in blocks of 16: the layers one by one.
-  void conv2d_relu_maxpool2_forward(const Conv2dShape &s, const float *x, const float *w,
-                                    const float *b, float *c, float *r, float *y) override {
-    if (s.out_c % 16 != 0) return Backend::conv2d_relu_maxpool2_forward(s, x, w, b, c, r, y);
-    conv_forward(s, x, w, b, c, blocked_dst(s));
-    cpu_kernels::relu_maxpool2_forward_nchw16c(pool2_after(s), c, y);
+  // (nChw16c), which the relu + max-pool reads and its backward writes, and so
+  // does the pool's output where it feeds the next block's conv: no reorder
+  // of the conv's input, its output or their gradients (on fm-s these cost
+  // 10-20% of a step). Channels not in blocks of 16: NCHW.
+  void conv2d_relu_maxpool2_forward(const Conv2dShape &s, BlockLinks links, const float *x,
+                                    const float *w, const float *b, float *c, float *r,
+                                    float *y) override {
+    (void)r;
+    const Layouts l = block_layouts(s, links);
+    conv_forward(s, x, w, b, c, l.src, l.dst);
+    if (l.dst_blocked) {
+      cpu_kernels::relu_maxpool2_forward_nchw16c(pool2_after(s), c, y, links.to_block);
+    } else {
+      cpu_kernels::relu_maxpool2_forward(pool2_after(s), c, y);
+    }
   }
-  void conv2d_relu_maxpool2_backward(const Conv2dShape &s, const float *x, const float *w,
-                                     const float *c, const float *r, const float *y,
+  void conv2d_relu_maxpool2_backward(const Conv2dShape &s, BlockLinks links, const float *x,
+                                     const float *w, const float *c, const float *r, const float *y,
                                      const float *dy, float *dc, float *dr, float *dx, float *dw,
                                      float *db) override {
-    if (s.out_c % 16 != 0) {
-      return Backend::conv2d_relu_maxpool2_backward(s, x, w, c, r, y, dy, dc, dr, dx, dw, db);
+    (void)r, (void)dr;
+    const Layouts l = block_layouts(s, links);
+    if (l.dst_blocked) {
+      cpu_kernels::relu_maxpool2_backward_nchw16c(pool2_after(s), c, dy, dc, links.to_block);
+    } else {
+      cpu_kernels::relu_maxpool2_backward(pool2_after(s), c, y, dy, dc);
     }
-    cpu_kernels::relu_maxpool2_backward_nchw16c(pool2_after(s), c, dy, dc);
-    conv_backward(s, x, w, dc, dx, dw, db, blocked_dst(s));
+    conv_backward(s, x, w, dc, dx, dw, db, l.src, l.dst);
   }
 
   void relu_forward(size_t n, const float *x, float *y) override {
@@ -195,11 +205,11 @@ class CpuBackend : public Backend {
         dnnl_sgemm(trans_a, trans_b, m, n, k, 1.f, a, lda, b, ldb, beta, c, ldc), "sgemm");
   }
 
-  // y = conv(x, w) + b, y in the layout `dst` describes.
+  // y = conv(x, w) + b, x and y in the layouts `src` and `dst` describe.
   void conv_forward(const Conv2dShape &s, const float *x, const float *w, const float *b, float *y,
-                    const memory::desc &dst) {
+                    const memory::desc &src, const memory::desc &dst) {
     ConvPrimitives &p = primitives(s, false);
-    p.src.bind(engine_, p.fwd_pd.src_desc(), user_src(s), const_cast<float *>(x));
+    p.src.bind(engine_, p.fwd_pd.src_desc(), src, const_cast<float *>(x));
     p.wei.bind(engine_, p.fwd_pd.weights_desc(), user_weights(s), const_cast<float *>(w));
     p.dst.bind(engine_, p.fwd_pd.dst_desc(), dst, y);
     memory bias(p.fwd_pd.bias_desc(), engine_, const_cast<float *>(b));
@@ -213,12 +223,14 @@ class CpuBackend : public Backend {
     stream_.wait();
   }
 
-  // dw, db and dx (unless nullptr) from dy, dy in the layout `dst` describes.
+  // dw, db and dx (unless nullptr) from dy, x and dx in the layout `src`
+  // describes, dy in the one `dst` does.
   void conv_backward(const Conv2dShape &s, const float *x, const float *w, const float *dy,
-                     float *dx, float *dw, float *db, const memory::desc &dst) {
+                     float *dx, float *dw, float *db, const memory::desc &src,
+                     const memory::desc &dst) {
     ConvPrimitives &p = primitives(s, dx != nullptr);
     // Weights gradient (and bias).
-    p.src.bind(engine_, p.bwd_weights_pd.src_desc(), user_src(s), const_cast<float *>(x));
+    p.src.bind(engine_, p.bwd_weights_pd.src_desc(), src, const_cast<float *>(x));
     p.ddst.bind(engine_, p.bwd_weights_pd.diff_dst_desc(), dst, const_cast<float *>(dy));
     p.dwei.bind(engine_, p.bwd_weights_pd.diff_weights_desc(), user_weights(s), dw);
     memory dbias(p.bwd_weights_pd.diff_bias_desc(), engine_, db);
@@ -234,7 +246,7 @@ class CpuBackend : public Backend {
       // Own staging: backward data wants another weights layout than forward.
       p.wei_bwd.bind(engine_, p.bwd_data_pd.weights_desc(), user_weights(s),
                      const_cast<float *>(w));
-      p.dsrc.bind(engine_, p.bwd_data_pd.diff_src_desc(), user_src(s), dx);
+      p.dsrc.bind(engine_, p.bwd_data_pd.diff_src_desc(), src, dx);
       if (p.bwd_data_pd.diff_dst_desc() == p.bwd_weights_pd.diff_dst_desc()) {
         p.ddst2 = p.ddst;  // already staged above
       } else {
@@ -255,9 +267,18 @@ class CpuBackend : public Backend {
   static memory::desc user_dst(const Conv2dShape &s) {
     return memory::desc({s.batch, s.out_c, s.out_h(), s.out_w()}, dt::f32, tag::nchw);
   }
-  // The conv output's layout in conv2d_relu_maxpool2_* (out_c a multiple of 16).
-  static memory::desc blocked_dst(const Conv2dShape &s) {
-    return memory::desc({s.batch, s.out_c, s.out_h(), s.out_w()}, dt::f32, tag::nChw16c);
+  // A conv block's layouts: its input's (and its gradient's), and its output's.
+  struct Layouts {
+    memory::desc src, dst;
+    bool dst_blocked;
+  };
+  static Layouts block_layouts(const Conv2dShape &s, BlockLinks links) {
+    auto blocked = [](memory::dims d) { return memory::desc(d, dt::f32, tag::nChw16c); };
+    const bool src_blocked = links.from_block && s.in_c % 16 == 0;
+    const bool dst_blocked = s.out_c % 16 == 0;
+    return {src_blocked ? blocked({s.batch, s.in_c, s.in_h, s.in_w}) : user_src(s),
+            dst_blocked ? blocked({s.batch, s.out_c, s.out_h(), s.out_w()}) : user_dst(s),
+            dst_blocked};
   }
   static memory::desc user_weights(const Conv2dShape &s) {
     return memory::desc({s.out_c, s.in_c, s.kernel_h, s.kernel_w}, dt::f32, tag::oihw);

@@ -5,8 +5,9 @@
 // pooling, softmax and SGD are plain loops. A conv followed by a relu and a
 // 2x2 max-pool (conv2d_relu_maxpool2_*) keeps the conv's output and its
 // gradient in oneDNN's blocked layout (nChw16c), which the pool reads and
-// writes: on fm-s that saves four reorders a step (0.6-1.4 ms of 7-9 ms on
-// one thread, measured alternating). Threads: one per rank by default
+// writes, and so do two such blocks in a row for the tensor between them: on
+// fm-s that saves seven reorders a step (the first four 0.6-1.4 ms of 7-9 ms,
+// the other three 0-1 ms more, one thread, measured alternating). Threads: one per rank by default
 // (oneDNN's OpenMP pool is set to `threads`).
 //
 // Why not OpenBLAS for the linear layers: Debian 12's OpenBLAS (0.3.21, built

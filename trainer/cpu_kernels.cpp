@@ -250,48 +250,54 @@ void maxpool2_backward_portable(const PoolShape &s, const float *x, const float 
 
 // The blocked layout's 2x2 windows: for output (i, j) of channel block cb of
 // image n, the four inputs' 16 channels each start at in + w00 + {0, 16,
-// 16 in_w, 16 in_w + 16}; the outputs (and dy) are NCHW, one plane per channel.
+// 16 in_w, 16 in_w + 16}; an output in NCHW has one plane per channel, in
+// nChw16c 16 channels per position.
 namespace {
 constexpr int kBlock = 16;
 struct BlockedPlanes {
   int blocks, oh, ow;
   size_t in_plane, out_plane;  // one block's input (x 16 channels), one channel's output
+  size_t row;                  // one input row of a block
   explicit BlockedPlanes(const PoolShape &s)
       : blocks(s.channels / kBlock),
         oh(s.out_h()),
         ow(s.out_w()),
         in_plane(size_t(s.in_h) * s.in_w * kBlock),
-        out_plane(size_t(oh) * ow) {}
+        out_plane(size_t(oh) * ow),
+        row(size_t(s.in_w) * kBlock) {}
 };
 }  // namespace
 
 QUORUM_MULTIVERSION
-void relu_maxpool2_forward_nchw16c(const PoolShape &s, const float *x, float *y) {
+void relu_maxpool2_forward_nchw16c(const PoolShape &s, const float *x, float *y, bool y_blocked) {
   const BlockedPlanes b(s);
-  const size_t row = size_t(s.in_w) * kBlock;
   for (size_t nb = 0; nb < size_t(s.batch) * b.blocks; ++nb) {
     const float *in = x + nb * b.in_plane;
     float *out = y + nb * kBlock * b.out_plane;
     for (int i = 0; i < b.oh; ++i)
       for (int j = 0; j < b.ow; ++j) {
-        const float *w00 = in + size_t(2 * i) * row + size_t(2 * j) * kBlock;
+        const float *w00 = in + size_t(2 * i) * b.row + size_t(2 * j) * kBlock;
+        const size_t at = size_t(i) * b.ow + j;
         float m[kBlock];
         for (int k = 0; k < kBlock; ++k) {
           const float top = std::max(w00[kBlock + k], w00[k]);
-          const float bottom = std::max(w00[row + kBlock + k], w00[row + k]);
+          const float bottom = std::max(w00[b.row + kBlock + k], w00[b.row + k]);
           const float v = std::max(bottom, top);
           m[k] = v > 0.f ? v : 0.f;
         }
-        for (int k = 0; k < kBlock; ++k) out[k * b.out_plane + size_t(i) * b.ow + j] = m[k];
+        if (y_blocked) {
+          std::memcpy(out + at * kBlock, m, sizeof m);
+        } else {
+          for (int k = 0; k < kBlock; ++k) out[k * b.out_plane + at] = m[k];
+        }
       }
   }
 }
 
 QUORUM_MULTIVERSION
-void relu_maxpool2_backward_nchw16c(const PoolShape &s, const float *x, const float *dy,
-                                    float *dx) {
+void relu_maxpool2_backward_nchw16c(const PoolShape &s, const float *x, const float *dy, float *dx,
+                                    bool dy_blocked) {
   const BlockedPlanes b(s);
-  const size_t row = size_t(s.in_w) * kBlock;
   for (size_t nb = 0; nb < size_t(s.batch) * b.blocks; ++nb) {
     const float *in = x + nb * b.in_plane;
     const float *grad = dy + nb * kBlock * b.out_plane;
@@ -300,24 +306,30 @@ void relu_maxpool2_backward_nchw16c(const PoolShape &s, const float *x, const fl
       std::memset(din, 0, sizeof(float) * b.in_plane);
     for (int i = 0; i < b.oh; ++i)
       for (int j = 0; j < b.ow; ++j) {
-        const size_t at = size_t(2 * i) * row + size_t(2 * j) * kBlock;
-        const float *w00 = in + at;
-        float *d00 = din + at;
+        const size_t in_at = size_t(2 * i) * b.row + size_t(2 * j) * kBlock;
+        const size_t at = size_t(i) * b.ow + j;
+        const float *w00 = in + in_at;
+        float *d00 = din + in_at;
         float g[kBlock];
-        for (int k = 0; k < kBlock; ++k) g[k] = grad[k * b.out_plane + size_t(i) * b.ow + j];
+        if (dy_blocked) {
+          std::memcpy(g, grad + at * kBlock, sizeof g);
+        } else {
+          for (int k = 0; k < kBlock; ++k) g[k] = grad[k * b.out_plane + at];
+        }
         // As maxpool2_backward_row with relu: bit masks, the first maximum wins.
         for (int k = 0; k < kBlock; ++k) {
-          const float a = w00[k], bb = w00[kBlock + k], c = w00[row + k], d = w00[row + kBlock + k];
-          const float mx = std::max(std::max(d, c), std::max(bb, a));
+          const float w0 = w00[k], w1 = w00[kBlock + k];
+          const float w2 = w00[b.row + k], w3 = w00[b.row + kBlock + k];
+          const float mx = std::max(std::max(w3, w2), std::max(w1, w0));
           const uint32_t gv = bits(g[k]) & (0u - uint32_t(mx > 0.f));
-          const uint32_t ta = a == mx;
-          const uint32_t tb = (ta ^ 1u) & (bb == mx);
-          const uint32_t tc = ((ta | tb) ^ 1u) & (c == mx);
-          const uint32_t td = (ta | tb | tc) ^ 1u;
-          d00[k] = from_bits(gv & (0u - ta));
-          d00[kBlock + k] = from_bits(gv & (0u - tb));
-          d00[row + k] = from_bits(gv & (0u - tc));
-          d00[row + kBlock + k] = from_bits(gv & (0u - td));
+          const uint32_t t0 = w0 == mx;
+          const uint32_t t1 = (t0 ^ 1u) & (w1 == mx);
+          const uint32_t t2 = ((t0 | t1) ^ 1u) & (w2 == mx);
+          const uint32_t t3 = (t0 | t1 | t2) ^ 1u;
+          d00[k] = from_bits(gv & (0u - t0));
+          d00[kBlock + k] = from_bits(gv & (0u - t1));
+          d00[b.row + k] = from_bits(gv & (0u - t2));
+          d00[b.row + kBlock + k] = from_bits(gv & (0u - t3));
         }
       }
   }

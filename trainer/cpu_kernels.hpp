@@ -34,12 +34,14 @@ void maxpool2_backward_portable(const PoolShape &s, const float *x, const float 
                                 float *dx, bool relu = false);
 // relu_maxpool2_* with x and dx in oneDNN's nChw16c layout (channels in
 // blocks of 16, innermost: [n][c / 16][h][w][16]; s.channels a multiple of 16),
-// the conv layers' own, and y and dy NCHW. The backward finds each window's
-// maximum again from x (no y). Plain loops: one window position's 16 channels
-// fill a vector, and an AVX-512 version (scatter and gather for the NCHW side)
-// measured no faster; the pool is bound by reading the conv's output.
-void relu_maxpool2_forward_nchw16c(const PoolShape &s, const float *x, float *y);
-void relu_maxpool2_backward_nchw16c(const PoolShape &s, const float *x, const float *dy, float *dx);
+// the conv layers' own, and y and dy in NCHW or, with y_blocked/dy_blocked,
+// nChw16c too. The backward finds each window's maximum again from x (no y).
+// Plain loops: one window position's 16 channels fill a vector, and an
+// AVX-512 version (scatter and gather for the NCHW side) measured no faster;
+// the pool is bound by reading the conv's output.
+void relu_maxpool2_forward_nchw16c(const PoolShape &s, const float *x, float *y, bool y_blocked);
+void relu_maxpool2_backward_nchw16c(const PoolShape &s, const float *x, const float *dy, float *dx,
+                                    bool dy_blocked);
 void bias_grad(int batch, int out, const float *dy, float *db);
 void sgd_update(size_t n, float lr, float momentum, float weight_decay, float *params,
                 const float *grads, float *velocity);

@@ -152,6 +152,14 @@ void Model<T>::plan_calls() {
 }
 
 template <typename T>
+typename BackendT<T>::BlockLinks Model<T>::block_links(size_t k) const {
+  auto block = [this](size_t j) {
+    return j < calls_.size() && calls_[j].fusion == Fusion::ConvReluPool2;
+  };
+  return {k > 0 && block(k - 1), block(k + 1)};
+}
+
+template <typename T>
 PoolShape Model<T>::pool_shape(int batch, const LayerPlan &p) {
   return PoolShape{batch, p.in_c, p.in_h, p.in_w, p.spec.window};
 }
@@ -165,14 +173,16 @@ Conv2dShape Model<T>::conv_shape(int batch, const LayerPlan &p) {
 template <typename T>
 void Model<T>::forward(int batch) {
   BackendT<T> &be = *backend_;
-  for (const Call &call : calls_) {
+  for (size_t k = 0; k < calls_.size(); ++k) {
+    const Call &call = calls_[k];
     const size_t i = call.first;
     const LayerPlan &p = plan_[i];
     T *const *a = act_.data() + i;  // a[0]: the call's input, a[k]: layer i + k - 1's output
     switch (call.fusion) {
       case Fusion::ConvReluPool2:
-        be.conv2d_relu_maxpool2_forward(conv_shape(batch, p), a[0], view(params_, p.weight_view),
-                                        view(params_, p.bias_view), a[1], a[2], a[3]);
+        be.conv2d_relu_maxpool2_forward(conv_shape(batch, p), block_links(k), a[0],
+                                        view(params_, p.weight_view), view(params_, p.bias_view),
+                                        a[1], a[2], a[3]);
         continue;
       case Fusion::ReluPool2:
         be.relu_maxpool2_forward(pool_shape(batch, plan_[i + 1]), a[0], a[1], a[2]);
@@ -225,8 +235,8 @@ void Model<T>::backward(int batch, const GradientReady &ready) {
     T *db = view(grads_, p.bias_view);
     switch (calls_[k].fusion) {
       case Fusion::ConvReluPool2:
-        be.conv2d_relu_maxpool2_backward(conv_shape(batch, p), a[0], w, a[1], a[2], a[3], d[3],
-                                         d[1], d[2], dx, dw, db);
+        be.conv2d_relu_maxpool2_backward(conv_shape(batch, p), block_links(k), a[0], w, a[1], a[2],
+                                         a[3], d[3], d[1], d[2], dx, dw, db);
         break;
       case Fusion::ReluPool2:
         if (dx)

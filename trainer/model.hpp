@@ -6,8 +6,8 @@
 //                    allreduce input);
 //   act[i]         : the input of layer i (act[0] = images, act[L] = logits);
 //   dact[i]        : the gradient of act[i] (dact[L] = dlogits).
-// Inside a fused call (see Fusion below) the intermediate act and dact are the
-// backend's: in a layout of its own, or unwritten.
+// Inside a fused call (see Fusion below), and between two conv blocks, act
+// and dact are the backend's: in a layout of its own, or unwritten.
 #pragma once
 
 #include <cstdint>
@@ -95,6 +95,9 @@ class Model {
     Fusion fusion;
   };
   void plan_calls();
+  // Whether call k's neighbours are conv blocks too (the tensors between two
+  // blocks are the backend's, like those inside one).
+  typename BackendT<T>::BlockLinks block_links(size_t k) const;
   static PoolShape pool_shape(int batch, const LayerPlan &p);
   static Conv2dShape conv_shape(int batch, const LayerPlan &p);
 

@@ -212,10 +212,22 @@ TEST_F(BackendPair, ReluMaxPoolOnBlockedLayoutEqualsTheTwoLayers) {
     ref_.relu_maxpool2_backward(s, x.data(), r.data(), y.data(), dy.data(), dr.data(), dx.data());
     const Vec blocked = to_nchw16c(x, s.batch, s.channels, hw);
     Vec got_y(ny, 9.f), got_dx(nx, 9.f);
-    cpu_kernels::relu_maxpool2_forward_nchw16c(s, blocked.data(), got_y.data());
-    cpu_kernels::relu_maxpool2_backward_nchw16c(s, blocked.data(), dy.data(), got_dx.data());
+    cpu_kernels::relu_maxpool2_forward_nchw16c(s, blocked.data(), got_y.data(), false);
+    cpu_kernels::relu_maxpool2_backward_nchw16c(s, blocked.data(), dy.data(), got_dx.data(), false);
     expect_close("blocked relu+pool y", got_y, y, 0);
     expect_close("blocked relu+pool dx", from_nchw16c(got_dx, s.batch, s.channels, hw), dx, 0);
+    // With y and dy blocked too.
+    const int out_hw = s.out_h() * s.out_w();
+    const Vec blocked_dy = to_nchw16c(dy, s.batch, s.channels, out_hw);
+    std::fill(got_y.begin(), got_y.end(), 9.f);
+    std::fill(got_dx.begin(), got_dx.end(), 9.f);
+    cpu_kernels::relu_maxpool2_forward_nchw16c(s, blocked.data(), got_y.data(), true);
+    cpu_kernels::relu_maxpool2_backward_nchw16c(s, blocked.data(), blocked_dy.data(), got_dx.data(),
+                                                true);
+    expect_close("blocked relu+pool y (blocked)", from_nchw16c(got_y, s.batch, s.channels, out_hw),
+                 y, 0);
+    expect_close("blocked relu+pool dx (blocked dy)", from_nchw16c(got_dx, s.batch, s.channels, hw),
+                 dx, 0);
   }
 }
 
@@ -240,24 +252,90 @@ TEST_F(BackendPair, ConvReluMaxPoolBlockEqualsTheThreeLayers) {
     Vec x = random_vec(nx, 17), w = random_vec(nw, 18, -0.2, 0.2), b = random_vec(s.out_c, 19);
     Vec dy = random_vec(ny, 20);
     Vec c(nc), r(nc), y(ny), dc(nc), dr(nc), dx(nx), dw(nw), db(s.out_c);
-    ref_.conv2d_relu_maxpool2_forward(s, x.data(), w.data(), b.data(), c.data(), r.data(),
+    ref_.conv2d_relu_maxpool2_forward(s, {}, x.data(), w.data(), b.data(), c.data(), r.data(),
                                       y.data());
-    ref_.conv2d_relu_maxpool2_backward(s, x.data(), w.data(), c.data(), r.data(), y.data(),
+    ref_.conv2d_relu_maxpool2_backward(s, {}, x.data(), w.data(), c.data(), r.data(), y.data(),
                                        dy.data(), dc.data(), dr.data(), dx.data(), dw.data(),
                                        db.data());
     float *cx = dev(x), *cw = dev(w), *cb = dev(b), *cdy = dev(dy);
     float *cc = dev(Vec(nc)), *cr = dev(Vec(nc)), *cy = dev(Vec(ny, 9.f));
     float *cdc = dev(Vec(nc)), *cdr = dev(Vec(nc)), *cdx = dev(Vec(nx, 9.f));
     float *cdw = dev(Vec(nw)), *cdb = dev(Vec(s.out_c));
-    cpu_->conv2d_relu_maxpool2_forward(s, cx, cw, cb, cc, cr, cy);
-    cpu_->conv2d_relu_maxpool2_backward(s, cx, cw, cc, cr, cy, cdy, cdc, cdr, cdx, cdw, cdb);
+    cpu_->conv2d_relu_maxpool2_forward(s, {}, cx, cw, cb, cc, cr, cy);
+    cpu_->conv2d_relu_maxpool2_backward(s, {}, cx, cw, cc, cr, cy, cdy, cdc, cdr, cdx, cdw, cdb);
     expect_close("block y", host(cy, ny), y);
     expect_close("block dx", host(cdx, nx), dx);
     expect_close("block dw", host(cdw, nw), dw);
     expect_close("block db", host(cdb, s.out_c), db);
     // First-block form: no dx.
-    cpu_->conv2d_relu_maxpool2_backward(s, cx, cw, cc, cr, cy, cdy, cdc, cdr, nullptr, cdw, cdb);
+    cpu_->conv2d_relu_maxpool2_backward(s, {}, cx, cw, cc, cr, cy, cdy, cdc, cdr, nullptr, cdw,
+                                        cdb);
     expect_close("block dw (no dx)", host(cdw, nw), dw);
+  }
+}
+
+// Two conv blocks in a row (fm-s's, and one whose channels are not in blocks
+// of 16 between them): the tensors between the blocks may be the backend's
+// (on cpu: blocked), what comes out is what ref's layers give.
+TEST_F(BackendPair, ChainedConvBlocksEqualTheLayers) {
+  struct Chain {
+    Conv2dShape first, second;
+  };
+  const Chain chains[] = {
+      {{4, 1, 28, 28, 16, 5, 5, 1, 2}, {4, 16, 14, 14, 32, 5, 5, 1, 2}},
+      {{3, 2, 12, 12, 8, 3, 3, 1, 1}, {3, 8, 6, 6, 16, 3, 3, 1, 1}},
+  };
+  using Links = Backend::BlockLinks;
+  for (const Chain &chain : chains) {
+    const Conv2dShape &s1 = chain.first, &s2 = chain.second;
+    SCOPED_TRACE(::testing::Message()
+                 << "channels " << s1.in_c << " " << s1.out_c << " " << s2.out_c);
+    auto size = [](int n, int c, int h, int w) { return size_t(n) * c * h * w; };
+    const size_t nx = size(s1.batch, s1.in_c, s1.in_h, s1.in_w);
+    const size_t nc1 = size(s1.batch, s1.out_c, s1.out_h(), s1.out_w());
+    const size_t nm = size(s2.batch, s2.in_c, s2.in_h, s2.in_w);  // between the blocks
+    const size_t nc2 = size(s2.batch, s2.out_c, s2.out_h(), s2.out_w());
+    const size_t ny = nc2 / 4;
+    const size_t nw1k = size_t(s1.out_c) * s1.in_c * s1.kernel_h * s1.kernel_w;
+    const size_t nw2k = size_t(s2.out_c) * s2.in_c * s2.kernel_h * s2.kernel_w;
+    Vec x = random_vec(nx, 21), w1 = random_vec(nw1k, 22, -0.3, 0.3), b1 = random_vec(s1.out_c, 23);
+    Vec w2 = random_vec(nw2k, 24, -0.2, 0.2), b2 = random_vec(s2.out_c, 25);
+    Vec dy = random_vec(ny, 26);
+    // ref, NCHW throughout.
+    Vec c1(nc1), r1(nc1), m(nm), c2(nc2), r2(nc2), y(ny);
+    Vec dc1(nc1), dr1(nc1), dm(nm), dc2(nc2), dr2(nc2), dx(nx);
+    Vec dw1(nw1k), db1(s1.out_c), dw2(nw2k), db2(s2.out_c);
+    ref_.conv2d_relu_maxpool2_forward(s1, {}, x.data(), w1.data(), b1.data(), c1.data(), r1.data(),
+                                      m.data());
+    ref_.conv2d_relu_maxpool2_forward(s2, {}, m.data(), w2.data(), b2.data(), c2.data(), r2.data(),
+                                      y.data());
+    ref_.conv2d_relu_maxpool2_backward(s2, {}, m.data(), w2.data(), c2.data(), r2.data(), y.data(),
+                                       dy.data(), dc2.data(), dr2.data(), dm.data(), dw2.data(),
+                                       db2.data());
+    ref_.conv2d_relu_maxpool2_backward(s1, {}, x.data(), w1.data(), c1.data(), r1.data(), m.data(),
+                                       dm.data(), dc1.data(), dr1.data(), dx.data(), dw1.data(),
+                                       db1.data());
+    // cpu, linked.
+    float *cx = dev(x), *cw1 = dev(w1), *cb1 = dev(b1), *cw2 = dev(w2), *cb2 = dev(b2);
+    float *cdy = dev(dy), *cc1 = dev(Vec(nc1)), *cr1 = dev(Vec(nc1)), *cm = dev(Vec(nm));
+    float *cc2 = dev(Vec(nc2)), *cr2 = dev(Vec(nc2)), *cy = dev(Vec(ny, 9.f));
+    float *cdc1 = dev(Vec(nc1)), *cdr1 = dev(Vec(nc1)), *cdm = dev(Vec(nm));
+    float *cdc2 = dev(Vec(nc2)), *cdr2 = dev(Vec(nc2)), *cdx = dev(Vec(nx, 9.f));
+    float *cdw1 = dev(Vec(nw1k)), *cdb1 = dev(Vec(s1.out_c));
+    float *cdw2 = dev(Vec(nw2k)), *cdb2 = dev(Vec(s2.out_c));
+    const Links first{false, true}, second{true, false};
+    cpu_->conv2d_relu_maxpool2_forward(s1, first, cx, cw1, cb1, cc1, cr1, cm);
+    cpu_->conv2d_relu_maxpool2_forward(s2, second, cm, cw2, cb2, cc2, cr2, cy);
+    cpu_->conv2d_relu_maxpool2_backward(s2, second, cm, cw2, cc2, cr2, cy, cdy, cdc2, cdr2, cdm,
+                                        cdw2, cdb2);
+    cpu_->conv2d_relu_maxpool2_backward(s1, first, cx, cw1, cc1, cr1, cm, cdm, cdc1, cdr1, cdx,
+                                        cdw1, cdb1);
+    expect_close("chain y", host(cy, ny), y);
+    expect_close("chain dx", host(cdx, nx), dx);
+    expect_close("chain dw2", host(cdw2, nw2k), dw2);
+    expect_close("chain db2", host(cdb2, s2.out_c), db2);
+    expect_close("chain dw1", host(cdw1, nw1k), dw1);
+    expect_close("chain db1", host(cdb1, s1.out_c), db1);
   }
 }
 

@@ -177,7 +177,7 @@ void Model<T>::forward(int batch) {
     const Call &call = calls_[k];
     const size_t i = call.first;
     const LayerPlan &p = plan_[i];
-    T *const *a = act_.data() + i;  // a[0]: the call's input, a[k]: layer i + k - 1's output
+    T *const *a = act_.data() + i;  // a[0]: the call's input, a[j]: its j-th layer's output
     switch (call.fusion) {
       case Fusion::ConvReluPool2:
         be.conv2d_relu_maxpool2_forward(conv_shape(batch, p), block_links(k), a[0],

@@ -32,6 +32,29 @@ inline float from_bits(uint32_t u) {
   std::memcpy(&f, &u, sizeof f);
   return f;
 }
+
+// A 2x2 window's maximum (w0, w1: its top row; w2, w3: its bottom row).
+inline float window_max(float w0, float w1, float w2, float w3) {
+  return std::max(std::max(w3, w2), std::max(w1, w0));
+}
+
+// The window's gradient: g on its first element (row-major) equal to mx where
+// `passes` is 1, zero elsewhere (the last element takes it when no other
+// does, so it is not read). Bit masks, not selects: the compiler turns
+// selects into branches that mispredict on real data.
+struct WindowGrad {
+  float d0, d1, d2, d3;
+};
+inline WindowGrad route_to_first_max(float g, uint32_t passes, float mx, float w0, float w1,
+                                     float w2) {
+  const uint32_t gv = bits(g) & (0u - passes);
+  const uint32_t t0 = w0 == mx;
+  const uint32_t t1 = (t0 ^ 1u) & (w1 == mx);
+  const uint32_t t2 = ((t0 | t1) ^ 1u) & (w2 == mx);
+  const uint32_t t3 = (t0 | t1 | t2) ^ 1u;
+  return {from_bits(gv & (0u - t0)), from_bits(gv & (0u - t1)), from_bits(gv & (0u - t2)),
+          from_bits(gv & (0u - t3))};
+}
 }  // namespace
 
 QUORUM_MULTIVERSION
@@ -64,9 +87,7 @@ void maxpool2_forward_planes(const PoolShape &s, const float *x, float *y, bool 
 QUORUM_MULTIVERSION
 void maxpool2_forward_row(int ow, const float *r0, const float *r1, float *out, bool relu) {
   for (int j = 0; j < ow; ++j) {
-    float m0 = std::max(r0[2 * j + 1], r0[2 * j]);
-    float m1 = std::max(r1[2 * j + 1], r1[2 * j]);
-    const float m = std::max(m1, m0);
+    const float m = window_max(r0[2 * j], r0[2 * j + 1], r1[2 * j], r1[2 * j + 1]);
     out[j] = relu && !(m > 0.f) ? 0.f : m;
   }
 }
@@ -164,19 +185,13 @@ QUORUM_MULTIVERSION
 void maxpool2_backward_row(int ow, const float *r0, const float *r1, const float *m, const float *g,
                            float *d0, float *d1, bool relu) {
   for (int j = 0; j < ow; ++j) {
-    // Bit masks, not selects: the compiler turns selects into branches that
-    // mispredict on real data.
     const float mx = m[j];
-    const uint32_t passes = !relu | (mx > 0.f);
-    const uint32_t gv = bits(g[j]) & (0u - passes);
-    const uint32_t ta = r0[2 * j] == mx;
-    const uint32_t tb = (ta ^ 1u) & (r0[2 * j + 1] == mx);
-    const uint32_t tc = ((ta | tb) ^ 1u) & (r1[2 * j] == mx);
-    const uint32_t td = (ta | tb | tc) ^ 1u;
-    d0[2 * j] = from_bits(gv & (0u - ta));
-    d0[2 * j + 1] = from_bits(gv & (0u - tb));
-    d1[2 * j] = from_bits(gv & (0u - tc));
-    d1[2 * j + 1] = from_bits(gv & (0u - td));
+    const WindowGrad d =
+        route_to_first_max(g[j], !relu | (mx > 0.f), mx, r0[2 * j], r0[2 * j + 1], r1[2 * j]);
+    d0[2 * j] = d.d0;
+    d0[2 * j + 1] = d.d1;
+    d1[2 * j] = d.d2;
+    d1[2 * j + 1] = d.d3;
   }
 }
 
@@ -280,9 +295,8 @@ void relu_maxpool2_forward_nchw16c(const PoolShape &s, const float *x, float *y,
         const size_t at = size_t(i) * b.ow + j;
         float m[kBlock];
         for (int k = 0; k < kBlock; ++k) {
-          const float top = std::max(w00[kBlock + k], w00[k]);
-          const float bottom = std::max(w00[b.row + kBlock + k], w00[b.row + k]);
-          const float v = std::max(bottom, top);
+          const float v =
+              window_max(w00[k], w00[kBlock + k], w00[b.row + k], w00[b.row + kBlock + k]);
           m[k] = v > 0.f ? v : 0.f;
         }
         if (y_blocked) {
@@ -316,20 +330,16 @@ void relu_maxpool2_backward_nchw16c(const PoolShape &s, const float *x, const fl
         } else {
           for (int k = 0; k < kBlock; ++k) g[k] = grad[k * b.out_plane + at];
         }
-        // As maxpool2_backward_row with relu: bit masks, the first maximum wins.
+        // As maxpool2_backward_row with relu: the first maximum wins where it is > 0.
         for (int k = 0; k < kBlock; ++k) {
           const float w0 = w00[k], w1 = w00[kBlock + k];
           const float w2 = w00[b.row + k], w3 = w00[b.row + kBlock + k];
-          const float mx = std::max(std::max(w3, w2), std::max(w1, w0));
-          const uint32_t gv = bits(g[k]) & (0u - uint32_t(mx > 0.f));
-          const uint32_t t0 = w0 == mx;
-          const uint32_t t1 = (t0 ^ 1u) & (w1 == mx);
-          const uint32_t t2 = ((t0 | t1) ^ 1u) & (w2 == mx);
-          const uint32_t t3 = (t0 | t1 | t2) ^ 1u;
-          d00[k] = from_bits(gv & (0u - t0));
-          d00[kBlock + k] = from_bits(gv & (0u - t1));
-          d00[b.row + k] = from_bits(gv & (0u - t2));
-          d00[b.row + kBlock + k] = from_bits(gv & (0u - t3));
+          const float mx = window_max(w0, w1, w2, w3);
+          const WindowGrad d = route_to_first_max(g[k], mx > 0.f, mx, w0, w1, w2);
+          d00[k] = d.d0;
+          d00[kBlock + k] = d.d1;
+          d00[b.row + k] = d.d2;
+          d00[b.row + kBlock + k] = d.d3;
         }
       }
   }

@@ -173,24 +173,23 @@ TEST_F(BackendPair, ReluMaxPoolFusedEqualsTheTwoLayers) {
   }
 }
 
-// NCHW <-> oneDNN's nChw16c (channels a multiple of 16).
-Vec to_nchw16c(const Vec &v, int batch, int channels, int hw) {
+// NCHW <-> oneDNN's nChw16c (channels a multiple of 16): `to` says which way.
+Vec convert_nchw16c(const Vec &v, int batch, int channels, int hw, bool to) {
   Vec out(v.size());
   for (int n = 0; n < batch; ++n)
     for (int c = 0; c < channels; ++c)
-      for (int p = 0; p < hw; ++p)
-        out[((size_t(n) * (channels / 16) + c / 16) * hw + p) * 16 + c % 16] =
-            v[(size_t(n) * channels + c) * hw + p];
+      for (int p = 0; p < hw; ++p) {
+        const size_t plain = (size_t(n) * channels + c) * hw + p;
+        const size_t blocked = ((size_t(n) * (channels / 16) + c / 16) * hw + p) * 16 + c % 16;
+        (to ? out[blocked] : out[plain]) = to ? v[plain] : v[blocked];
+      }
   return out;
 }
+Vec to_nchw16c(const Vec &v, int batch, int channels, int hw) {
+  return convert_nchw16c(v, batch, channels, hw, true);
+}
 Vec from_nchw16c(const Vec &v, int batch, int channels, int hw) {
-  Vec out(v.size());
-  for (int n = 0; n < batch; ++n)
-    for (int c = 0; c < channels; ++c)
-      for (int p = 0; p < hw; ++p)
-        out[(size_t(n) * channels + c) * hw + p] =
-            v[((size_t(n) * (channels / 16) + c / 16) * hw + p) * 16 + c % 16];
-  return out;
+  return convert_nchw16c(v, batch, channels, hw, false);
 }
 
 // The relu + 2x2 max-pool on the conv layers' blocked layout: what ref's two

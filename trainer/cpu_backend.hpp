@@ -7,8 +7,8 @@
 // gradient in oneDNN's blocked layout (nChw16c), which the pool reads and
 // writes, and so do two such blocks in a row for the tensor between them: on
 // fm-s that saves seven reorders a step (the first four 0.6-1.4 ms of 7-9 ms,
-// the other three 0-1 ms more, one thread, measured alternating). Threads: one per rank by default
-// (oneDNN's OpenMP pool is set to `threads`).
+// the other three 0-1 ms more, one thread, measured alternating). Threads:
+// one per rank by default (oneDNN's OpenMP pool is set to `threads`).
 //
 // Why not OpenBLAS for the linear layers: Debian 12's OpenBLAS (0.3.21, built
 // for every x86 core and choosing at load time by CPU model) does not know

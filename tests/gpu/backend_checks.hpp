@@ -197,6 +197,35 @@ TEST_F(KernelVsRef, MaxPoolForwardBackwardWithTies) {
   }
 }
 
+// The fused relu + 2x2 max-pool equals ref's two layers exactly: ties,
+// zeros of both signs, NaN, all-negative windows and rows left out of odd sizes.
+TEST_F(KernelVsRef, ReluMaxPoolEqualsTheTwoLayers) {
+  for (PoolShape s :
+       {PoolShape{3, 4, 28, 28, 2}, PoolShape{2, 3, 7, 9, 2}, PoolShape{1, 5, 3, 5, 2}}) {
+    SCOPED_TRACE(::testing::Message() << s.in_h << "x" << s.in_w);
+    const size_t nx = size_t(s.batch) * s.channels * s.in_h * s.in_w;
+    const size_t ny = size_t(s.batch) * s.channels * s.out_h() * s.out_w();
+    Vec x = random_vec(nx, 11);
+    for (size_t i = 0; i < nx; i += 5) x[i] = 0.25f;  // ties among positive maxima
+    for (size_t i = 1; i < nx; i += 7) x[i] = -0.f;
+    for (size_t i = 2; i < nx; i += 11) x[i] = 0.f;
+    for (size_t i = 0; i < 2 * size_t(s.in_w); ++i) x[i] = -1.f - float(i);  // all negative
+    x[nx / 2] = NAN;
+    Vec dy = random_vec(ny, 12), r(nx), y(ny), dr(nx), dx(nx);
+    ref_.relu_forward(nx, x.data(), r.data());
+    ref_.maxpool_forward(s, r.data(), y.data());
+    ref_.maxpool_backward(s, r.data(), y.data(), dy.data(), dr.data());
+    ref_.relu_backward(nx, r.data(), dr.data(), dx.data());
+    DeviceBuffers d(be_.get());
+    float *cx = d.put(x), *cr = d.put(Vec(nx)), *cy = d.put(Vec(ny, 9.f)), *cdy = d.put(dy);
+    float *cdr = d.put(Vec(nx)), *cdx = d.put(Vec(nx, 9.f));
+    be_->relu_maxpool2_forward(s, cx, cr, cy);
+    be_->relu_maxpool2_backward(s, cx, cr, cy, cdy, cdr, cdx);
+    expect_close("relu+pool y", d.get(cy, ny), y, 0);
+    expect_close("relu+pool dx", d.get(cdx, nx), dx, 0);
+  }
+}
+
 TEST_F(KernelVsRef, LinearForwardBackward) {
   for (LinearShape s : {LinearShape{7, 1568, 128}, LinearShape{3, 10, 5}, LinearShape{1, 128, 10},
                         LinearShape{33, 17, 9}}) {

@@ -235,6 +235,18 @@ class KernelBackend final : public Backend {
     const size_t planes = size_t(s.batch) * s.channels;
     exec_->each(planes * s.in_h * s.in_w, MaxPoolBackward{pool_geom(s), x, dy, dx});
   }
+  // relu + max-pool as one kernel each way: r and dr are left unwritten.
+  void relu_maxpool2_forward(const PoolShape &s, const float *x, float *, float *y) override {
+    if (!begin(pool_ctx("relu_maxpool2_forward", s))) return;
+    const size_t planes = size_t(s.batch) * s.channels;
+    exec_->each(planes * s.out_h() * s.out_w(), MaxPoolForward{pool_geom(s), x, y, true});
+  }
+  void relu_maxpool2_backward(const PoolShape &s, const float *x, const float *, const float *,
+                              const float *dy, float *, float *dx) override {
+    if (!begin(pool_ctx("relu_maxpool2_backward", s))) return;
+    const size_t planes = size_t(s.batch) * s.channels;
+    exec_->each(planes * s.in_h * s.in_w, MaxPoolBackward{pool_geom(s), x, dy, dx, true});
+  }
 
   void linear_forward(const LinearShape &s, const float *x, const float *w, const float *b,
                       float *y) override {

@@ -150,45 +150,57 @@ struct ReluBackward {
 // Pooling geometry: window == stride, no padding, floor on odd sizes.
 struct PoolGeom {
   int in_h = 0, in_w = 0, window = 2, out_h = 0, out_w = 0;
-  // Index within the input plane of the first maximum (row-major) of window (oi, oj).
-  QUORUM_HD size_t argmax(const float *plane, int oi, int oj) const {
+  // Index within the input plane of the first maximum (row-major) of window
+  // (oi, oj), of relu(plane) where relu is set (the fused relu + max-pool).
+  QUORUM_HD size_t argmax(const float *plane, int oi, int oj, bool relu) const {
     size_t best = size_t(oi * window) * in_w + size_t(oj * window);
+    float best_v = value(plane[best], relu);
     for (int a = 0; a < window; ++a)
       for (int c = 0; c < window; ++c) {
         const size_t idx = size_t(oi * window + a) * in_w + size_t(oj * window + c);
-        if (plane[idx] > plane[best]) best = idx;
+        const float v = value(plane[idx], relu);
+        if (v > best_v) best = idx, best_v = v;
       }
     return best;
   }
+  // x, or relu(x) as ReluForward computes it (NaN and -0 give +0).
+  static QUORUM_HD float value(float x, bool relu) { return !relu || x > 0.f ? x : 0.f; }
 };
 
-// One output element per index over [planes][out_h][out_w].
+// One output element per index over [planes][out_h][out_w]. With relu set,
+// the pool of relu(x) (a ReLU and its max-pool in one pass; relu(x) unwritten).
 struct MaxPoolForward {
   static constexpr const char *kName = "maxpool_forward";
   PoolGeom g;
   const float *x = nullptr;
   float *y = nullptr;
+  bool relu = false;
   QUORUM_HD void operator()(size_t i) const {
     const size_t out_plane = size_t(g.out_h) * g.out_w;
     const size_t p = i / out_plane, r = i % out_plane;
     const float *plane = x + p * g.in_h * g.in_w;
-    y[i] = plane[g.argmax(plane, int(r / g.out_w), int(r % g.out_w))];
+    y[i] = PoolGeom::value(plane[g.argmax(plane, int(r / g.out_w), int(r % g.out_w), relu)], relu);
   }
 };
 
 // One input element per index over [planes][in_h][in_w]: it takes its window's
 // gradient if it is the window's first maximum, else zero (every dx written).
+// With relu set, through the ReLU too (x: the ReLU's input): zero unless
+// relu(x) > 0 there, as ReluBackward after this without relu.
 struct MaxPoolBackward {
   static constexpr const char *kName = "maxpool_backward";
   PoolGeom g;
   const float *x = nullptr, *dy = nullptr;
   float *dx = nullptr;
+  bool relu = false;
   QUORUM_HD void operator()(size_t i) const {
     const size_t in_plane = size_t(g.in_h) * g.in_w;
     const size_t p = i / in_plane, r = i % in_plane;
     const int oi = int(r / g.in_w) / g.window, oj = int(r % g.in_w) / g.window;
+    const float *plane = x + p * in_plane;
     float v = 0.f;
-    if (oi < g.out_h && oj < g.out_w && g.argmax(x + p * in_plane, oi, oj) == r)
+    if (oi < g.out_h && oj < g.out_w && g.argmax(plane, oi, oj, relu) == r &&
+        (!relu || plane[r] > 0.f))
       v = dy[(p * g.out_h + oi) * g.out_w + oj];
     dx[i] = v;
   }

@@ -225,27 +225,19 @@ class KernelBackend final : public Backend {
   }
 
   void maxpool_forward(const PoolShape &s, const float *x, float *y) override {
-    if (!begin(pool_ctx("maxpool_forward", s))) return;
-    const size_t planes = size_t(s.batch) * s.channels;
-    exec_->each(planes * s.out_h() * s.out_w(), MaxPoolForward{pool_geom(s), x, y});
+    pool_forward("maxpool_forward", s, x, y, false);
   }
   void maxpool_backward(const PoolShape &s, const float *x, const float *, const float *dy,
                         float *dx) override {
-    if (!begin(pool_ctx("maxpool_backward", s))) return;
-    const size_t planes = size_t(s.batch) * s.channels;
-    exec_->each(planes * s.in_h * s.in_w, MaxPoolBackward{pool_geom(s), x, dy, dx});
+    pool_backward("maxpool_backward", s, x, dy, dx, false);
   }
   // relu + max-pool as one kernel each way: r and dr are left unwritten.
   void relu_maxpool2_forward(const PoolShape &s, const float *x, float *, float *y) override {
-    if (!begin(pool_ctx("relu_maxpool2_forward", s))) return;
-    const size_t planes = size_t(s.batch) * s.channels;
-    exec_->each(planes * s.out_h() * s.out_w(), MaxPoolForward{pool_geom(s), x, y, true});
+    pool_forward("relu_maxpool2_forward", s, x, y, true);
   }
   void relu_maxpool2_backward(const PoolShape &s, const float *x, const float *, const float *,
                               const float *dy, float *, float *dx) override {
-    if (!begin(pool_ctx("relu_maxpool2_backward", s))) return;
-    const size_t planes = size_t(s.batch) * s.channels;
-    exec_->each(planes * s.in_h * s.in_w, MaxPoolBackward{pool_geom(s), x, dy, dx, true});
+    pool_backward("relu_maxpool2_backward", s, x, dy, dx, true);
   }
 
   void linear_forward(const LinearShape &s, const float *x, const float *w, const float *b,
@@ -346,6 +338,18 @@ class KernelBackend final : public Backend {
     g.stride = s.stride, g.pad = s.pad;
     g.out_h = s.out_h(), g.out_w = s.out_w();
     return g;
+  }
+  // One max-pool kernel each way, of relu(x) where relu is set (op: the call's name).
+  void pool_forward(const char *op, const PoolShape &s, const float *x, float *y, bool relu) {
+    if (!begin(pool_ctx(op, s))) return;
+    const size_t planes = size_t(s.batch) * s.channels;
+    exec_->each(planes * s.out_h() * s.out_w(), MaxPoolForward{pool_geom(s), x, y, relu});
+  }
+  void pool_backward(const char *op, const PoolShape &s, const float *x, const float *dy, float *dx,
+                     bool relu) {
+    if (!begin(pool_ctx(op, s))) return;
+    const size_t planes = size_t(s.batch) * s.channels;
+    exec_->each(planes * s.in_h * s.in_w, MaxPoolBackward{pool_geom(s), x, dy, dx, relu});
   }
   static PoolGeom pool_geom(const PoolShape &s) {
     PoolGeom g;

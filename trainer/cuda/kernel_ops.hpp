@@ -130,14 +130,16 @@ struct BroadcastBias {
   QUORUM_HD void operator()(size_t i) const { y[i] = bias[i % size_t(out)]; }
 };
 
+// relu(v) as `ref` computes it (NaN and -0 give +0); the fused pool uses it too.
+QUORUM_HD inline float relu_value(float v) {
+  return v > 0.f ? v : 0.f;
+}
+
 struct ReluForward {
   static constexpr const char *kName = "relu_forward";
   const float *x = nullptr;
   float *y = nullptr;
-  QUORUM_HD void operator()(size_t i) const {
-    const float v = x[i];
-    y[i] = v > 0.f ? v : 0.f;
-  }
+  QUORUM_HD void operator()(size_t i) const { y[i] = relu_value(x[i]); }
 };
 
 struct ReluBackward {
@@ -163,8 +165,8 @@ struct PoolGeom {
       }
     return best;
   }
-  // x, or relu(x) as ReluForward computes it (NaN and -0 give +0).
-  static QUORUM_HD float value(float x, bool relu) { return !relu || x > 0.f ? x : 0.f; }
+  // x, or relu(x) where relu is set.
+  static QUORUM_HD float value(float x, bool relu) { return relu ? relu_value(x) : x; }
 };
 
 // One output element per index over [planes][out_h][out_w]. With relu set,

@@ -1,9 +1,9 @@
-// tcp_store.cpp: the wire format, the poll()-driven store server and the
-// blocking store client (see tcp_store.hpp for the protocol).
+// tcp_store_server.cpp: the poll()-driven store server: one thread serves every
+// connection, checks each one's token first and bounds every length it reads
+// (see tcp_store.hpp for the protocol).
 #include "runtime/bootstrap/tcp_store.hpp"
 
 #include <arpa/inet.h>
-#include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -12,6 +12,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <climits>
@@ -24,100 +25,9 @@
 
 namespace quorum {
 
-Knob<int64_t> knob_store_max_value("QUORUM_STORE_MAX_VALUE", int64_t{64} << 20,
-                                   "Largest value in bytes the TCP bootstrap store accepts; a "
-                                   "longer message closes the connection");
-
-namespace store_wire {
-
-namespace {
-void put_u16(uint8_t *p, uint16_t v) {
-  p[0] = static_cast<uint8_t>(v);
-  p[1] = static_cast<uint8_t>(v >> 8);
-}
-void put_u32(uint8_t *p, uint32_t v) {
-  for (int i = 0; i < 4; ++i) p[i] = static_cast<uint8_t>(v >> (8 * i));
-}
-void put_u64(uint8_t *p, uint64_t v) {
-  for (int i = 0; i < 8; ++i) p[i] = static_cast<uint8_t>(v >> (8 * i));
-}
-uint16_t get_u16(const uint8_t *p) {
-  return static_cast<uint16_t>(p[0] | (p[1] << 8));
-}
-uint32_t get_u32(const uint8_t *p) {
-  uint32_t v = 0;
-  for (int i = 3; i >= 0; --i) v = (v << 8) | p[i];
-  return v;
-}
-uint64_t get_u64(const uint8_t *p) {
-  uint64_t v = 0;
-  for (int i = 7; i >= 0; --i) v = (v << 8) | p[i];
-  return v;
-}
-}  // namespace
-
-void encode_header(const Header &h, uint8_t out[kHeaderBytes]) {
-  put_u32(out, h.magic);
-  put_u16(out + 4, h.version);
-  put_u16(out + 6, h.op);
-  put_u32(out + 8, h.key_len);
-  put_u32(out + 12, h.value_len);
-  put_u64(out + 16, h.arg);
-}
-
-Header decode_header(const uint8_t in[kHeaderBytes]) {
-  Header h;
-  h.magic = get_u32(in);
-  h.version = get_u16(in + 4);
-  h.op = get_u16(in + 6);
-  h.key_len = get_u32(in + 8);
-  h.value_len = get_u32(in + 12);
-  h.arg = get_u64(in + 16);
-  return h;
-}
-
-std::vector<uint8_t> encode_message(uint16_t op, const std::string &key, const void *value,
-                                    size_t value_len, uint64_t arg) {
-  Header h;
-  h.op = op;
-  h.key_len = static_cast<uint32_t>(key.size());
-  h.value_len = static_cast<uint32_t>(value_len);
-  h.arg = arg;
-  std::vector<uint8_t> msg(kHeaderBytes + key.size() + value_len);
-  encode_header(h, msg.data());
-  std::memcpy(msg.data() + kHeaderBytes, key.data(), key.size());
-  if (value_len > 0) std::memcpy(msg.data() + kHeaderBytes + key.size(), value, value_len);
-  return msg;
-}
-
-}  // namespace store_wire
-
 using namespace store_wire;
 
-bool parse_host_port(const std::string &address, std::string *host, int *port) {
-  size_t colon = address.rfind(':');
-  if (colon == std::string::npos || colon == 0 || colon + 1 == address.size()) return false;
-  std::string h = address.substr(0, colon);
-  if (h.front() == '[') {
-    if (h.size() < 3 || h.back() != ']') return false;
-    h = h.substr(1, h.size() - 2);
-  } else if (h.find(':') != std::string::npos) {
-    return false;  // a bare IPv6 address needs brackets
-  }
-  const std::string p = address.substr(colon + 1);
-  if (p.size() > 5 || p.find_first_not_of("0123456789") != std::string::npos) return false;
-  int value = std::stoi(p);
-  if (value > 65535) return false;
-  *host = h;
-  *port = value;
-  return true;
-}
-
 namespace {
-
-std::string errno_text(int err) {
-  return std::strerror(err);
-}
 
 std::string peer_name(int fd) {
   sockaddr_storage ss{};
@@ -233,7 +143,7 @@ struct TcpStoreServer::Impl {
       }
       int n = poll(fds.data(), fds.size(), timeout);
       if (n < 0 && errno != EINTR) {
-        QLOG_ERROR("store", "store server: poll failed: {}", errno_text(errno));
+        QLOG_ERROR("store", "store server: poll failed: {}", std::strerror(errno));
         return;
       }
       if (stopping.load()) return;
@@ -265,11 +175,11 @@ struct TcpStoreServer::Impl {
         if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
           // The listening socket stays readable: pause instead of spinning.
           QLOG_WARN("store", "store server: accept failed: {}; pausing new connections",
-                    errno_text(errno));
+                    std::strerror(errno));
           accept_resume = Clock::now() + std::chrono::milliseconds(100);
         } else if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR &&
                    errno != ECONNABORTED) {
-          QLOG_WARN("store", "store server: accept failed: {}", errno_text(errno));
+          QLOG_WARN("store", "store server: accept failed: {}", std::strerror(errno));
         }
         return;
       }
@@ -408,7 +318,7 @@ struct TcpStoreServer::Impl {
           if (midway) {
             reject(id, kReplyBadRequest, "connection closed in the middle of a message");
           } else if (n < 0) {
-            QLOG_DEBUG("store", "store server: recv from {}: {}", c.peer, errno_text(errno));
+            QLOG_DEBUG("store", "store server: recv from {}: {}", c.peer, std::strerror(errno));
             close_conn(id);
           } else {
             close_conn(id);
@@ -610,13 +520,13 @@ Status TcpStoreServer::start(const Options &options, std::unique_ptr<TcpStoreSer
   for (addrinfo *ai = res; ai != nullptr; ai = ai->ai_next) {
     int fd = socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, ai->ai_protocol);
     if (fd < 0) {
-      last_error = errno_text(errno);
+      last_error = std::strerror(errno);
       continue;
     }
     int one = 1;
     setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
     if (bind(fd, ai->ai_addr, ai->ai_addrlen) != 0 || listen(fd, 1024) != 0) {
-      last_error = errno_text(errno);
+      last_error = std::strerror(errno);
       close(fd);
       continue;
     }
@@ -637,7 +547,7 @@ Status TcpStoreServer::start(const Options &options, std::unique_ptr<TcpStoreSer
   server->address_ = (v6 ? "[" + host + "]" : host) + ":" + std::to_string(server->port_);
   impl->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   if (impl->wake_fd < 0) {
-    return fail(QUORUM_ERR_INTERNAL, "store", "store server: eventfd: {}", errno_text(errno));
+    return fail(QUORUM_ERR_INTERNAL, "store", "store server: eventfd: {}", std::strerror(errno));
   }
   server->impl_ = std::move(impl);
   Impl *raw = server->impl_.get();
@@ -659,261 +569,4 @@ void TcpStoreServer::stop() {
 TcpStoreServer::~TcpStoreServer() {
   stop();
 }
-
-// ---------------------------------------------------------------- client
-
-namespace {
-
-// Sends or receives exactly `len` bytes before `deadline`; "" or the reason.
-std::string send_all(int fd, const uint8_t *p, size_t len, Deadline deadline) {
-  while (len > 0) {
-    ssize_t n = send(fd, p, len, MSG_NOSIGNAL | MSG_DONTWAIT);
-    if (n > 0) {
-      p += n;
-      len -= static_cast<size_t>(n);
-      continue;
-    }
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK) return errno_text(errno);
-    if (deadline.expired()) return "timed out sending";
-    pollfd pfd{fd, POLLOUT, 0};
-    poll(&pfd, 1, deadline.remaining_ms(1000));
-  }
-  return "";
-}
-
-std::string recv_all(int fd, uint8_t *p, size_t len, Deadline deadline, bool *timed_out) {
-  *timed_out = false;
-  while (len > 0) {
-    ssize_t n = recv(fd, p, len, MSG_DONTWAIT);
-    if (n > 0) {
-      p += n;
-      len -= static_cast<size_t>(n);
-      continue;
-    }
-    if (n == 0) return "the store closed the connection";
-    if (errno == EINTR) continue;
-    if (errno != EAGAIN && errno != EWOULDBLOCK) return errno_text(errno);
-    if (deadline.expired()) {
-      *timed_out = true;
-      return "timed out waiting for the store's reply";
-    }
-    pollfd pfd{fd, POLLIN, 0};
-    poll(&pfd, 1, deadline.remaining_ms(1000));
-  }
-  return "";
-}
-
-// One non-blocking connect attempt bounded by `deadline`; fd or -1 with *why.
-int try_connect(const std::string &host, int port, Deadline deadline, std::string *why,
-                bool *retry) {
-  *retry = true;
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  hints.ai_flags = AI_NUMERICSERV;
-  addrinfo *res = nullptr;
-  std::string port_text = std::to_string(port);
-  if (int rc = getaddrinfo(host.c_str(), port_text.c_str(), &hints, &res); rc != 0) {
-    *why = fmt::format("cannot resolve '{}': {}", host, gai_strerror(rc));
-    *retry = rc == EAI_AGAIN;
-    return -1;
-  }
-  int result = -1;
-  for (addrinfo *ai = res; ai != nullptr && result < 0; ai = ai->ai_next) {
-    int fd = socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, ai->ai_protocol);
-    if (fd < 0) {
-      *why = errno_text(errno);
-      continue;
-    }
-    int rc = ::connect(fd, ai->ai_addr, ai->ai_addrlen);
-    if (rc != 0 && errno == EINPROGRESS) {
-      pollfd pfd{fd, POLLOUT, 0};
-      int n;
-      while ((n = poll(&pfd, 1, deadline.remaining_ms(1000))) == 0 && !deadline.expired()) {
-      }
-      if (n > 0) {
-        int err = 0;
-        socklen_t len = sizeof(err);
-        getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len);
-        errno = err;
-        rc = err == 0 ? 0 : -1;
-      } else {
-        errno = ETIMEDOUT;
-        rc = -1;
-      }
-    }
-    if (rc == 0) {
-      result = fd;
-    } else {
-      *why = errno_text(errno);
-      close(fd);
-    }
-  }
-  freeaddrinfo(res);
-  return result;
-}
-
-}  // namespace
-
-Status TcpStoreClient::connect(const std::string &address, const std::string &token,
-                               Deadline deadline, std::unique_ptr<TcpStoreClient> *out) {
-  std::string host;
-  int port = 0;
-  if (!parse_host_port(address, &host, &port) || port == 0) {
-    return fail(QUORUM_ERR_INVALID_ARG, "store", "store address '{}' is not host:port", address);
-  }
-  if (token.size() > kMaxTokenBytes) {
-    return fail(QUORUM_ERR_INVALID_ARG, "store", "store token of {} bytes (limit {})", token.size(),
-                kMaxTokenBytes);
-  }
-  int backoff_ms = 10;
-  std::string why;
-  int attempts = 0;
-  int fd = -1;
-  for (;;) {
-    bool retry = false;
-    ++attempts;
-    fd = try_connect(host, port, deadline, &why, &retry);
-    if (fd >= 0) break;
-    if (!retry) {
-      return fail(QUORUM_ERR_BOOTSTRAP, "store", "cannot connect to the store at {}: {}", address,
-                  why);
-    }
-    if (deadline.expired()) {
-      return fail(QUORUM_ERR_TIMEOUT, "store",
-                  "cannot connect to the store at {} after {} attempts: {}", address, attempts,
-                  why);
-    }
-    // The store may not be up yet: wait a little longer each time.
-    std::this_thread::sleep_for(
-        std::chrono::milliseconds(std::min(backoff_ms, deadline.remaining_ms(200))));
-    backoff_ms = std::min(backoff_ms * 2, 200);
-  }
-  int one = 1;
-  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-  std::unique_ptr<TcpStoreClient> client(new TcpStoreClient(fd, address));
-  Header reply;
-  Status s = client->call(kAuth, "", token.data(), token.size(), 0, deadline, &reply, nullptr);
-  if (s != kOk) return s;
-  if (reply.op != kReplyOk) {
-    return fail(QUORUM_ERR_BOOTSTRAP, "store", "the store at {} answered {} to authentication",
-                address, reply.op);
-  }
-  *out = std::move(client);
-  return kOk;
-}
-
-TcpStoreClient::~TcpStoreClient() {
-  if (fd_ >= 0) close(fd_);
-}
-
-Status TcpStoreClient::call(uint16_t op, const std::string &key, const void *value, size_t bytes,
-                            uint64_t arg, Deadline deadline, Header *reply,
-                            std::vector<uint8_t> *reply_value) {
-  if (fd_ < 0) {
-    return fail(QUORUM_ERR_BOOTSTRAP, "store", "store connection to {} is closed after an error",
-                address_);
-  }
-  if (key.size() > kMaxKeyBytes) {
-    return fail(QUORUM_ERR_INVALID_ARG, "store", "store key of {} bytes (limit {})", key.size(),
-                kMaxKeyBytes);
-  }
-  if (bytes > UINT32_MAX) {
-    return fail(QUORUM_ERR_INVALID_ARG, "store", "store value of {} bytes is too large", bytes);
-  }
-  std::vector<uint8_t> msg = encode_message(op, key, value, bytes, arg);
-  std::string why = send_all(fd_, msg.data(), msg.size(), deadline);
-  bool timed_out = false;
-  uint8_t h[kHeaderBytes];
-  if (why.empty()) why = recv_all(fd_, h, sizeof(h), deadline, &timed_out);
-  if (why.empty()) {
-    *reply = decode_header(h);
-    if (reply->magic != kMagic || reply->version != kVersion) {
-      why = "malformed reply";
-    } else if (reply->value_len > static_cast<uint64_t>(knob_store_max_value.get())) {
-      why = fmt::format("reply of {} bytes exceeds QUORUM_STORE_MAX_VALUE", reply->value_len);
-    } else if (reply->value_len == 0) {
-      if (reply_value) reply_value->clear();
-    } else {
-      std::vector<uint8_t> v(reply->value_len);
-      why = recv_all(fd_, v.data(), v.size(), deadline, &timed_out);
-      if (reply_value) *reply_value = std::move(v);
-    }
-  }
-  if (!why.empty()) {
-    close(fd_);  // the stream is out of step now: no later call may use it
-    fd_ = -1;
-    return fail(timed_out ? QUORUM_ERR_TIMEOUT : QUORUM_ERR_BOOTSTRAP, "store",
-                "store {} (op {}, key '{}', {} bytes): {}", address_, op, key, bytes, why);
-  }
-  if (reply->op == kReplyBadRequest || reply->op == kReplyAuthFailed) {
-    close(fd_);  // the server closes the connection after these
-    fd_ = -1;
-    if (op == kAuth) {
-      return fail(QUORUM_ERR_BOOTSTRAP, "store",
-                  "the store at {} rejected this process's job token (QUORUM_TOKEN)", address_);
-    }
-    return fail(QUORUM_ERR_BOOTSTRAP, "store", "store {} refused op {} on key '{}' ({} bytes)",
-                address_, op, key, bytes);
-  }
-  return kOk;
-}
-
-Status TcpStoreClient::set(const std::string &key, const void *value, size_t bytes) {
-  Header reply;
-  QUORUM_CHECK(
-      call(kSet, key, value, bytes, 0, Deadline::after_ms(knob_timeout_ms.get()), &reply, nullptr));
-  return kOk;
-}
-
-Status TcpStoreClient::try_get(const std::string &key, std::vector<uint8_t> *value,
-                               Deadline deadline, bool *found) {
-  uint64_t wait_ms =
-      deadline.infinite() ? kWaitForever : static_cast<uint64_t>(deadline.remaining_ms(INT_MAX));
-  // The server answers NotFound at the deadline; the extra second covers the
-  // round trip, so a dead server is still noticed.
-  Deadline reply_deadline =
-      deadline.infinite() ? deadline : Deadline::after_ms(static_cast<int64_t>(wait_ms) + 1000);
-  Header reply;
-  QUORUM_CHECK(call(kGet, key, nullptr, 0, wait_ms, reply_deadline, &reply, value));
-  *found = reply.op == kReplyOk;
-  return kOk;
-}
-
-Status TcpStoreClient::get(const std::string &key, std::vector<uint8_t> *value, Deadline deadline) {
-  bool found = false;
-  QUORUM_CHECK(try_get(key, value, deadline, &found));
-  if (!found) {
-    return fail(QUORUM_ERR_TIMEOUT, "store", "store {}: key '{}' did not appear in time", address_,
-                key);
-  }
-  return kOk;
-}
-
-Status TcpStoreClient::wait(const std::string &key, Deadline deadline) {
-  std::vector<uint8_t> ignored;
-  return get(key, &ignored, deadline);
-}
-
-Status TcpStoreClient::add(const std::string &key, int64_t delta, int64_t *result) {
-  Header reply;
-  QUORUM_CHECK(call(kAdd, key, nullptr, 0, static_cast<uint64_t>(delta),
-                    Deadline::after_ms(knob_timeout_ms.get()), &reply, nullptr));
-  if (reply.op == kReplyNotCounter) {
-    return fail(QUORUM_ERR_INVALID_ARG, "store", "store {}: key '{}' does not hold a counter",
-                address_, key);
-  }
-  if (result) *result = static_cast<int64_t>(reply.arg);
-  return kOk;
-}
-
-Status TcpStoreClient::remove(const std::string &key, bool *existed) {
-  Header reply;
-  QUORUM_CHECK(call(kDelete, key, nullptr, 0, 0, Deadline::after_ms(knob_timeout_ms.get()), &reply,
-                    nullptr));
-  if (existed) *existed = reply.arg != 0;
-  return kOk;
-}
-
 }  // namespace quorum

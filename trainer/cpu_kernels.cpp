@@ -38,6 +38,17 @@ inline float window_max(float w0, float w1, float w2, float w3) {
   return std::max(std::max(w3, w2), std::max(w1, w0));
 }
 
+// ReLU as `ref` computes it: v where v > 0, else +0 (also for -0 and NaN).
+inline float relu_value(float v) {
+  return v > 0.f ? v : 0.f;
+}
+
+// The window's maximum after a ReLU: what `ref`'s relu then max-pool give,
+// NaN inputs included (they become 0 before the maximum is taken).
+inline float relu_window_max(float w0, float w1, float w2, float w3) {
+  return window_max(relu_value(w0), relu_value(w1), relu_value(w2), relu_value(w3));
+}
+
 // The window's gradient: g on its first element (row-major) equal to mx where
 // `passes` is 1, zero elsewhere (the last element takes it when no other
 // does, so it is not read). Bit masks, not selects: the compiler turns
@@ -59,7 +70,7 @@ inline WindowGrad route_to_first_max(float g, uint32_t passes, float mx, float w
 
 QUORUM_MULTIVERSION
 void relu_forward(size_t n, const float *x, float *y) {
-  for (size_t i = 0; i < n; ++i) y[i] = std::max(x[i], 0.f);
+  for (size_t i = 0; i < n; ++i) y[i] = relu_value(x[i]);
 }
 
 QUORUM_MULTIVERSION
@@ -87,8 +98,8 @@ void maxpool2_forward_planes(const PoolShape &s, const float *x, float *y, bool 
 QUORUM_MULTIVERSION
 void maxpool2_forward_row(int ow, const float *r0, const float *r1, float *out, bool relu) {
   for (int j = 0; j < ow; ++j) {
-    const float m = window_max(r0[2 * j], r0[2 * j + 1], r1[2 * j], r1[2 * j + 1]);
-    out[j] = relu && !(m > 0.f) ? 0.f : m;
+    const float a = r0[2 * j], b = r0[2 * j + 1], c = r1[2 * j], d = r1[2 * j + 1];
+    out[j] = relu ? relu_window_max(a, b, c, d) : window_max(a, b, c, d);
   }
 }
 
@@ -126,9 +137,15 @@ __attribute__((target("avx512f"))) void maxpool2_forward_row_avx512(int ow, cons
     // maskz_max with every lane, not max: GCC 12 warns that max's undefined
     // pass-through operand may be used uninitialized.
     const __mmask16 all = 0xffff;
-    __m512 m = _mm512_maskz_max_ps(all, _mm512_maskz_max_ps(all, a.odd, a.even),
-                                   _mm512_maskz_max_ps(all, b.odd, b.even));
-    if (relu) m = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(m, _mm512_setzero_ps(), _CMP_GT_OQ), m);
+    __m512 a0 = a.even, a1 = a.odd, b0 = b.even, b1 = b.odd;
+    if (relu) {
+      // max(v, 0) gives its second operand where v is NaN: +0, as relu_value.
+      const __m512 zero = _mm512_setzero_ps();
+      a0 = _mm512_maskz_max_ps(all, a0, zero), a1 = _mm512_maskz_max_ps(all, a1, zero);
+      b0 = _mm512_maskz_max_ps(all, b0, zero), b1 = _mm512_maskz_max_ps(all, b1, zero);
+    }
+    const __m512 m = _mm512_maskz_max_ps(all, _mm512_maskz_max_ps(all, a1, a0),
+                                         _mm512_maskz_max_ps(all, b1, b0));
     _mm512_mask_storeu_ps(out + j, first_lanes(n), m);
   }
 }
@@ -295,9 +312,7 @@ void relu_maxpool2_forward_nchw16c(const PoolShape &s, const float *x, float *y,
         const size_t at = size_t(i) * b.ow + j;
         float m[kBlock];
         for (int k = 0; k < kBlock; ++k) {
-          const float v =
-              window_max(w00[k], w00[kBlock + k], w00[b.row + k], w00[b.row + kBlock + k]);
-          m[k] = v > 0.f ? v : 0.f;
+          m[k] = relu_window_max(w00[k], w00[kBlock + k], w00[b.row + k], w00[b.row + kBlock + k]);
         }
         if (y_blocked) {
           std::memcpy(out + at * kBlock, m, sizeof m);
@@ -334,7 +349,7 @@ void relu_maxpool2_backward_nchw16c(const PoolShape &s, const float *x, const fl
         for (int k = 0; k < kBlock; ++k) {
           const float w0 = w00[k], w1 = w00[kBlock + k];
           const float w2 = w00[b.row + k], w3 = w00[b.row + kBlock + k];
-          const float mx = window_max(w0, w1, w2, w3);
+          const float mx = relu_window_max(w0, w1, w2, w3);
           const WindowGrad d = route_to_first_max(g[k], mx > 0.f, mx, w0, w1, w2);
           d00[k] = d.d0;
           d00[kBlock + k] = d.d1;

@@ -7,7 +7,7 @@
 #include <cstdlib>
 
 #include "runtime/knobs.hpp"
-#include "tests/gpu/backend_checks.hpp"
+#include "tests/gpu/kernel_backend_checks.hpp"
 #include "trainer/cuda/cuda_backend.hpp"
 
 namespace quorum::trainer::checks {

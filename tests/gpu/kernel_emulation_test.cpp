@@ -3,8 +3,8 @@
 // checked against `ref` with the same checks as the device test. Runs on every
 // machine, with or without CUDA: it is what verifies the index arithmetic, the
 // chunking and the GEMM arguments where no GPU exists.
-#include "tests/gpu/backend_checks.hpp"
 #include "tests/gpu/host_exec.hpp"
+#include "tests/gpu/kernel_backend_checks.hpp"
 
 namespace quorum::trainer::checks {
 namespace {

@@ -77,6 +77,24 @@ Status PartialAllreduce::create(Communicator &comm, size_t count, quorum_dtype_t
                 "partial_create: activation_delay_us {} is above {} (10 s)",
                 options.activation_delay_us, kMaxActivationDelayUs);
   }
+  if (!(options.carry_weight > 0 && options.carry_weight <= 1)) {
+    return fail(QUORUM_ERR_INVALID_ARG, "partial",
+                "partial_create: carry_weight {} is outside (0, 1]", options.carry_weight);
+  }
+  if (options.carry_weight != 1) {
+    if (!options.carry) {
+      return fail(QUORUM_ERR_INVALID_ARG, "partial",
+                  "partial_create: carry_weight {} with carry off (late posts are dropped)",
+                  options.carry_weight);
+    }
+    if ((dtype != QUORUM_FLOAT32 && dtype != QUORUM_FLOAT64) ||
+        (op != QUORUM_SUM && op != QUORUM_AVG)) {
+      return fail(QUORUM_ERR_INVALID_ARG, "partial",
+                  "partial_create: carry_weight {} needs a float32 or float64 sum or avg, not "
+                  "{} {}",
+                  options.carry_weight, dtype_name(dtype), op_name(op));
+    }
+  }
   std::unique_ptr<PartialAllreduce> p(new PartialAllreduce(comm));
   p->engine_ = &comm.engine();
   p->transport_ = comm.transport();
@@ -119,10 +137,12 @@ Status PartialAllreduce::create(Communicator &comm, size_t count, quorum_dtype_t
   p->poller_id_ = p->engine_->add_poller([self] { return self->poll(); });
   p->finalize_hook_ = comm.add_finalize_hook([self] { self->orphan(); });
   comm.want_progress_thread();
-  QLOG_DEBUG("partial", "created #{}: {} x {} {}, {}, max_staleness {}, {}, activation delay {} us",
-             p->object_id_, count, dtype_name(dtype), op_name(op),
-             options.mode == QUORUM_PARTIAL_SOLO ? "solo" : "majority", options.max_staleness,
-             options.carry ? "carry" : "drop", options.activation_delay_us);
+  QLOG_DEBUG(
+      "partial",
+      "created #{}: {} x {} {}, {}, max_staleness {}, {} (weight {}), activation delay {} us",
+      p->object_id_, count, dtype_name(dtype), op_name(op),
+      options.mode == QUORUM_PARTIAL_SOLO ? "solo" : "majority", options.max_staleness,
+      options.carry ? "carry" : "drop", options.carry_weight, options.activation_delay_us);
   *out = std::move(p);
   return kOk;
 }
@@ -282,6 +302,23 @@ uint8_t *PartialAllreduce::new_buffer() {
 }
 
 // Called by post() without the mutex while copying_ keeps joins away.
+Status PartialAllreduce::weigh_late_post(const void **contribution) {
+  if (!staging_) staging_ = allocate_aligned(bytes_);
+  if (!staging_) return fail(QUORUM_ERR_NO_MEMORY, "partial", "staging of {} B", bytes_);
+  // In place when it was staged from device memory already.
+  if (*contribution != staging_.get()) std::memcpy(staging_.get(), *contribution, bytes_);
+  if (dtype_ == QUORUM_FLOAT32) {
+    auto *v = reinterpret_cast<float *>(staging_.get());
+    const float w = static_cast<float>(opts_.carry_weight);
+    for (size_t i = 0; i < count_; ++i) v[i] *= w;
+  } else {
+    auto *v = reinterpret_cast<double *>(staging_.get());
+    for (size_t i = 0; i < count_; ++i) v[i] *= opts_.carry_weight;
+  }
+  *contribution = staging_.get();
+  return kOk;
+}
+
 Status PartialAllreduce::accumulate(const void *contribution) {
   if (!accumulator_empty_) return reduce_into(accumulator_, contribution, count_, dtype_, op_);
   std::memcpy(accumulator_, contribution, bytes_);
@@ -357,20 +394,20 @@ Status PartialAllreduce::post(const void *contribution) {
     contribution = staging_.get();
   }
   uint64_t k = 0;
-  bool dropped = false;
+  bool late = false;
   {
     auto lock = lock_engine();
     QUORUM_CHECK(begin_post_locked("partial_post"));
     posted_ = true;
     k = waited_;
-    dropped = k != joined_ && !opts_.carry;  // late: round k was joined without it
-    if (dropped) {
+    late = k != joined_;  // round k was joined without it
+    if (late && !opts_.carry) {
       ++dropped_;
     } else {
       copying_ = true;
     }
   }
-  if (dropped) {
+  if (late && !opts_.carry) {
     engine_->progress_once();
     return kOk;
   }
@@ -378,8 +415,10 @@ Status PartialAllreduce::post(const void *contribution) {
   // without the engine mutex, so this rank's progress thread keeps driving the
   // rounds' data phases meanwhile (the other ranks wait for its slices); an
   // activation that arrives now is deferred until the copy is in: the post
-  // still lands wholly in one round.
-  Status s = accumulate(contribution);
+  // still lands wholly in one round. So joined_ stays put meanwhile: a late
+  // post stays late (a weighted carry scales it first).
+  Status s = late && opts_.carry_weight != 1 ? weigh_late_post(&contribution) : kOk;
+  if (s == kOk) s = accumulate(contribution);
   {
     auto lock = lock_engine();
     copying_ = false;

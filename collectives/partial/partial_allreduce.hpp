@@ -50,7 +50,9 @@
 // - Carry (default): a post that missed its round (this rank had joined it
 //   already) stays in the accumulator and rides in the next round this rank
 //   joins, so every contribution is in exactly one round's sum. Drop: it is
-//   discarded and counted (dropped()).
+//   discarded and counted (dropped()). A carry weight w < 1 (float32/float64
+//   sum or avg) adds w times the late post instead: a stale gradient counts
+//   for less than a fresh one, between carry (1) and drop.
 // - Each round reduces a small int64 header with its data: the round id (a
 //   cross-check), how many ranks joined it as synchronous, how many late posts
 //   (all ranks) it carries and their summed lateness, a bitmap of ranks
@@ -120,6 +122,9 @@ struct PartialOptions {
   // sends the activation this long after it; posts of other ranks meanwhile
   // are fresh in the round. 0: at once (eager-SGD).
   uint64_t activation_delay_us = 0;
+  // With carry: a late post rides in its later round multiplied by this, in
+  // (0, 1]; below 1 only for float32/float64 and sum or avg.
+  double carry_weight = 1.0;
 };
 
 // Largest activation delay (a round must not wait for its activation anywhere
@@ -280,6 +285,8 @@ class PartialAllreduce {
   // with it or, zero-copy, skips this rank; otherwise the buffer is filled).
   bool accumulator_empty_ = true;
   Status accumulate(const void *contribution);  // copying_ set (no join meanwhile)
+  // A late post times carry_weight, in staging_; *contribution then points there.
+  Status weigh_late_post(const void **contribution);
   // post() is copying into the accumulator without the mutex: activations that
   // would join a round wait in deferred_ (round, root) until the copy is in.
   bool copying_ = false;
@@ -288,7 +295,7 @@ class PartialAllreduce {
   std::vector<uint8_t *> free_;
   uint8_t *lent_ = nullptr;  // the result wait_ref handed out (one more buffer while lent)
   const uint8_t *lent_post_ = nullptr;  // post_ref's buffer until its round is joined
-  AlignedBuffer staging_;               // host copy of a device-memory contribution
+  AlignedBuffer staging_;  // host copy of a device-memory contribution, or a weighted late one
 
   // Round bookkeeping (engine mutex).
   uint64_t joined_ = 0;         // next round to join

@@ -58,6 +58,7 @@ quorum_status_t quorum_partial_create(quorum_comm_t comm, size_t count, quorum_d
     o.carry = opts->carry != 0;
     o.seed = opts->seed;
     o.activation_delay_us = opts->activation_delay_us;
+    o.carry_weight = opts->carry_weight == 0 ? 1.0 : opts->carry_weight;
   }
   std::unique_ptr<PartialAllreduce> obj;
   QUORUM_CHECK(PartialAllreduce::create(*comm->comm, count, dtype, op, o, &obj));

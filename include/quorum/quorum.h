@@ -121,6 +121,9 @@ typedef struct {
                                    initiator's) sends the activation this long after it, so
                                    ranks posting meanwhile are fresh; 0 = at once (eager-SGD);
                                    at most 10 s */
+  double carry_weight;          /* with carry: a late contribution rides in its later round
+                                   multiplied by this, in (0, 1] (float32/float64 sum or avg
+                                   only); 0 = 1, unweighted */
 } quorum_partial_opts_t;
 typedef struct {
   unsigned long long round; /* round id that produced this result */

@@ -61,7 +61,7 @@ TEST(CppWrapper, AllreduceAndRequestsOverOob) {
         EXPECT_NE(std::string(e.what()).find("root 17"), std::string::npos) << e.what();
       }
       {
-        quorum_partial_opts_t opts{QUORUM_PARTIAL_SOLO, 2, 1, 7, 0};
+        quorum_partial_opts_t opts{QUORUM_PARTIAL_SOLO, 2, 1, 7, 0, 0};
         quorum::Partial<int64_t> partial(comm, 4, opts);
         int64_t total = 0;
         std::vector<int64_t> mine(4, r + 1), result(4);

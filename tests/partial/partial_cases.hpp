@@ -481,6 +481,48 @@ inline void late_post(Communicator &c, bool carry) {
   EXPECT_EQ(pa->destroy(), QUORUM_OK) << last_error();
 }
 
+// 3c. The same late posts with a carry weight (float64, exact here): they ride
+// in round 1 multiplied by it.
+inline void weighted_late_post(Communicator &c, double weight) {
+  const int r = c.rank(), p = c.size();
+  const size_t n = 5;
+  PartialOptions o;
+  o.max_staleness = 1;
+  o.carry_weight = weight;
+  std::unique_ptr<PartialAllreduce> pa;
+  ASSERT_EQ(make(c, n, QUORUM_FLOAT64, o, &pa), QUORUM_OK) << last_error();
+  std::vector<double> in(n), out(n);
+  PartialRoundInfo info;
+  auto fill = [&](uint64_t k) {
+    for (size_t i = 0; i < n; ++i) in[i] = double(value(r, k, i));
+  };
+  fill(0);
+  if (r == 0) {
+    ASSERT_EQ(pa->post(in.data()), QUORUM_OK);
+    ASSERT_EQ(pa->wait(out.data(), &info), QUORUM_OK) << last_error();
+  }
+  ASSERT_EQ(c.barrier(), QUORUM_OK);
+  if (r != 0) {
+    const std::vector<double> posted = in;
+    ASSERT_EQ(pa->post(in.data()), QUORUM_OK);  // late
+    ASSERT_EQ(pa->wait(out.data(), &info), QUORUM_OK) << last_error();
+    EXPECT_EQ(pa->carried(), 1u);
+    EXPECT_EQ(in, posted) << "the caller's buffer is not scaled";
+  }
+  for (size_t i = 0; i < n; ++i) EXPECT_EQ(out[i], double(value(0, 0, i))) << "round 0, " << i;
+  fill(1);
+  ASSERT_EQ(pa->post(in.data()), QUORUM_OK);
+  ASSERT_EQ(pa->wait(out.data(), &info), QUORUM_OK) << last_error();
+  EXPECT_TRUE(info.synchronous);
+  for (size_t i = 0; i < n; ++i) {
+    double w = 0;
+    for (int q = 0; q < p; ++q)
+      w += double(value(q, 1, i)) + (q != 0 ? weight * value(q, 0, i) : 0);
+    EXPECT_DOUBLE_EQ(out[i], w) << "rank " << r << " element " << i << " weight " << weight;
+  }
+  EXPECT_EQ(pa->destroy(), QUORUM_OK) << last_error();
+}
+
 // 4. Drop mode: each round is exactly the sum of its fresh posts; every post is
 // either fresh in its round or dropped, and the dropped count says so.
 inline void drop_mode(Communicator &c, uint64_t rounds = 24) {

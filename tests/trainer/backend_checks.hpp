@@ -27,9 +27,10 @@
 namespace quorum::trainer::checks {
 
 struct Target {
-  // Builds the backend under test; workspace_bytes 0 means its default budget.
+  // Builds the backend under test; workspace_bytes: the budget of a backend
+  // with a workspace (cuda), 0 for its default; a backend without one ignores it.
   std::function<std::unique_ptr<Backend>(size_t workspace_bytes)> make;
-  // Its sticky error (kOk while healthy).
+  // Its sticky error (kOk while healthy, and always where it has none).
   std::function<Status(Backend &)> error;
 };
 inline Target &target() {

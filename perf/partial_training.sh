@@ -12,12 +12,13 @@
 # Defaults: 4 ranks, 5 epochs, paper:20:1-2, seed 1, 4 evaluations per epoch,
 # and the runs "sync majority:epochs=6 solo:drop:delay=8:epochs=7:scale=sqrt"
 # (the recipes that reached the target most often; trainer/README.md).
-# A run is sync, majority or solo, with ":drop" for --drop-late,
-# ":no-catch-up" for --no-catch-up, ":delay=MS" for --activation-delay-ms MS,
-# ":sync=E" for E synchronous epochs first (default 0.5), ":scale=S" for
-# --partial-scale S, ":ema=D" for --ema-decay D (the evaluations score a moving
-# average of the parameters) and ":epochs=N" for its own number of epochs (e.g.
-# majority:drop, solo:drop:delay=2:epochs=8, solo:drop:scale=sqrt, sync:ema=0.99).
+# A run is sync, majority or solo, with ":drop" for --drop-late, ":carry=W" for
+# --carry-weight W, ":no-catch-up" for --no-catch-up, ":delay=MS" for
+# --activation-delay-ms MS, ":sync=E" for E synchronous epochs first (default
+# 0.5), ":scale=S" for --partial-scale S, ":ema=D" for --ema-decay D (the
+# evaluations score a moving average of the parameters) and ":epochs=N" for its
+# own number of epochs (e.g. majority:drop, majority:carry=0.5,
+# solo:drop:delay=2:epochs=8, solo:drop:scale=sqrt, sync:ema=0.99).
 # Recipe for all: cosine decay after a half-epoch warmup; the partial runs
 # reduce synchronously during that warmup (--sync-epochs 0.5). --evals N scores
 # the test set N times per epoch (--evals-per-epoch; the last at its end), so
@@ -62,6 +63,7 @@ for run in $runs; do
   for opt in $(echo "${run#"$mode"}" | tr ':' ' '); do
     case "$opt" in
       drop) args+=(--drop-late) ;;
+      carry=*) args+=(--carry-weight "${opt#carry=}") ;;
       no-catch-up) args+=(--no-catch-up) ;;
       delay=*) args+=(--activation-delay-ms "${opt#delay=}") ;;
       scale=*) args+=(--partial-scale "${opt#scale=}") ;;

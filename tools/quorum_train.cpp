@@ -345,6 +345,7 @@ int main(int argc, char **argv) {
   app.add_option("--resume", cfg.resume_path, "continue from this checkpoint");
   unsigned max_staleness = 32;
   bool drop_late = false;
+  double carry_weight = 1;
   bool no_catch_up = false;
   double activation_delay_ms = 0;
   double sync_epochs = 0;
@@ -367,6 +368,13 @@ int main(int argc, char **argv) {
   app.add_flag("--drop-late", drop_late,
                "solo/majority: drop gradients that miss their round (the reference's "
                "behaviour) instead of carrying them into a later round");
+  app.add_option("--carry-weight", carry_weight,
+                 "solo/majority: a gradient that missed its round rides in a later one "
+                 "multiplied by W, in (0, 1] (1: whole, as eager-SGD carries it; a stale "
+                 "gradient is worth less than a fresh one)")
+      ->check(checks::finite())
+      ->check(CLI::Range(0.0, 1.0))
+      ->capture_default_str();
   app.add_option("--activation-delay-ms", activation_delay_ms,
                  "solo/majority: the post that activates a round (solo: the first; majority: "
                  "the drawn initiator's) waits this long before it does, so gradients ready "
@@ -432,6 +440,7 @@ int main(int argc, char **argv) {
       ro.mode = mode;
       ro.max_staleness = max_staleness;
       ro.carry = !drop_late;
+      ro.carry_weight = carry_weight;
       ro.sync_epochs = sync_epochs;
       ro.catch_up = !no_catch_up;
       ro.activation_delay_us = static_cast<unsigned>(std::llround(activation_delay_ms * 1000));
@@ -510,6 +519,7 @@ int main(int argc, char **argv) {
                      {"reduce", dist->name()},
                      {"imbalance", imbalance.empty() ? "none" : imbalance},
                      {"drop_late", drop_late},
+                     {"carry_weight", carry_weight},
                      {"sync_epochs", sync_epochs},
                      {"activation_delay_ms", activation_delay_ms},
                      {"partial_scale", partial_scale},

@@ -33,7 +33,7 @@ CLI::Validator steps_or_all() {
 
 std::string partial_only_misuse(const CLI::App &app, const std::string &mode) {
   if (mode == "solo" || mode == "majority") return "";
-  for (const char *name : {"--drop-late", "--sync-epochs", "--partial-scale",
+  for (const char *name : {"--drop-late", "--carry-weight", "--sync-epochs", "--partial-scale",
                            "--activation-delay-ms", "--max-staleness", "--no-catch-up"}) {
     if (app.count(name) == 0) continue;
     return fmt::format(

@@ -53,6 +53,12 @@ expect_error "NaN sync epochs" "--sync-epochs: nan is not" --data synthetic --re
   --sync-epochs nan
 expect_error "NaN activation delay" "--activation-delay-ms: nan is not" --data synthetic \
   --reduce solo --activation-delay-ms nan
+expect_error "zero carry weight" "--carry-weight 0: expected a weight in (0, 1]" \
+  --data synthetic --reduce solo --carry-weight 0
+expect_error "carry weight above 1" "--carry-weight" --data synthetic --reduce solo \
+  --carry-weight 1.5
+expect_error "carry weight with drop" "--carry-weight 0.5 with --drop-late" --data synthetic \
+  --reduce solo --drop-late --carry-weight 0.5
 # Nothing to train.
 expect_error "--max-steps 0" "give -1 (all epochs) or a positive number of steps" \
   --data synthetic --max-steps 0
@@ -64,7 +70,7 @@ expect_error "paper with K above the ranks" "on 1 rank: cannot draw 2 ranks" --d
   --imbalance paper:10
 expect_error "paper with K = 0" "K = 0 delays no rank" --data synthetic --imbalance paper:10:0
 # Options of the partial reductions are refused where they would be ignored.
-for flag in --drop-late --no-catch-up "--sync-epochs 1" "--partial-scale sqrt" \
+for flag in --drop-late "--carry-weight 0.5" --no-catch-up "--sync-epochs 1" "--partial-scale sqrt" \
   "--activation-delay-ms 2" "--max-staleness 4"; do
   # shellcheck disable=SC2086
   expect_error "$flag with sync" "${flag%% *} applies to --reduce solo and majority only; this run reduces with --reduce sync" \

@@ -45,13 +45,14 @@ void expect_all(const std::vector<float> &v, float want, int rank, const char *w
 // (it joined it with nothing), so they ride in round 1 (carry) or are dropped;
 // the other ranks catch up on round 0. Round 1: rank 0 alone posts 2s again.
 // Every rank must apply 1 x f(1) after round 0, and after round 1 (2 + 3) x f(2)
-// with carry or 2 x f(1) with drop.
-void run_scenario(int p, PartialScale scale, bool carry) {
+// with carry or 2 x f(1) with drop; with a carry weight w, (2 + 3w) x f(1 + w).
+void run_scenario(int p, PartialScale scale, bool carry, double weight = 1) {
   test::run_c_ranks(p, [&](quorum_comm_t comm) {
     const int rank = quorum_comm_rank(comm);
     ReducerOptions o;
     o.mode = "solo";
     o.carry = carry;
+    o.carry_weight = weight;
     o.scale = scale;
     std::unique_ptr<CollectiveReducer> red;
     ASSERT_EQ(CollectiveReducer::create(comm, o, nullptr, &red), kOk) << last_error();
@@ -65,7 +66,8 @@ void run_scenario(int p, PartialScale scale, bool carry) {
       EXPECT_EQ(red->steps_behind(), 0) << "rank " << rank << ", " << what;
     };
     const float first = partial_round_scale(scale, p, 1);
-    const float second = carry ? 5 * partial_round_scale(scale, p, 2) : 2 * first;
+    const float second =
+        carry ? float(2 + 3 * weight) * partial_round_scale(scale, p, 1 + weight) : 2 * first;
 
     // Posts `value` everywhere and applies the round it lands in, with only
     // one fresh gradient in that round.
@@ -105,8 +107,30 @@ TEST(CollectiveReducer, PartialRoundsScaledByTheirContributors) {
                                         << (carry ? ", carry" : ", drop"));
         run_scenario(p, scale, carry);
       }
+      SCOPED_TRACE(testing::Message()
+                   << "P " << p << ", scale " << static_cast<int>(scale) << ", carry weight 0.5");
+      run_scenario(p, scale, true, 0.5);
     }
   }
+}
+
+TEST(CollectiveReducer, CarryWeightOutsideItsRangeOrWithDropIsRefused) {
+  test::run_c_ranks(1, [](quorum_comm_t comm) {
+    std::unique_ptr<CollectiveReducer> red;
+    ReducerOptions o;
+    o.mode = "majority";
+    for (double w : {0.0, -1.0, 1.5, std::nan("")}) {
+      o.carry_weight = w;
+      EXPECT_EQ(CollectiveReducer::create(comm, o, nullptr, &red), QUORUM_ERR_INVALID_ARG) << w;
+      EXPECT_NE(std::string(last_error()).find("expected a weight in (0, 1]"), std::string::npos)
+          << last_error();
+    }
+    o.carry_weight = 0.5;
+    o.carry = false;
+    EXPECT_EQ(CollectiveReducer::create(comm, o, nullptr, &red), QUORUM_ERR_INVALID_ARG);
+    EXPECT_NE(std::string(last_error()).find("with --drop-late"), std::string::npos)
+        << last_error();
+  });
 }
 
 // Rank r's gradient: element i is i + 1000 r (exact sums; the average of P

@@ -22,8 +22,8 @@ Status api_error(quorum_status_t s, const char *what) {
 }
 }  // namespace
 
-float partial_round_scale(PartialScale scale, int world, long long n) {
-  const double p = world, k = static_cast<double>(std::max(1LL, n));
+float partial_round_scale(PartialScale scale, int world, double n) {
+  const double p = world, k = std::max(1.0, n);
   switch (scale) {
     case PartialScale::Sqrt:
       return static_cast<float>(1.0 / std::sqrt(p * k));
@@ -42,6 +42,13 @@ Status CollectiveReducer::create(quorum_comm_t comm, const ReducerOptions &optio
     return fail(QUORUM_ERR_INVALID_ARG, "reducer", "--reduce '{}': expected sync, solo or majority",
                 options.mode);
   }
+  if (!(options.carry_weight > 0 && options.carry_weight <= 1))
+    return fail(QUORUM_ERR_INVALID_ARG, "reducer", "--carry-weight {}: expected a weight in (0, 1]",
+                options.carry_weight);
+  if (!options.carry && options.carry_weight != 1)
+    return fail(QUORUM_ERR_INVALID_ARG, "reducer",
+                "--carry-weight {} with --drop-late: late gradients are dropped, not carried",
+                options.carry_weight);
   if (!std::isfinite(options.sync_epochs) || options.sync_epochs < 0)
     return fail(QUORUM_ERR_INVALID_ARG, "reducer",
                 "--sync-epochs {}: expected a finite number of epochs, 0 or more",
@@ -85,6 +92,7 @@ Status CollectiveReducer::ensure_partial(size_t count) {
   opts.mode = options_.mode == "solo" ? QUORUM_PARTIAL_SOLO : QUORUM_PARTIAL_MAJORITY;
   opts.max_staleness = options_.max_staleness;
   opts.carry = options_.carry ? 1 : 0;
+  opts.carry_weight = options_.carry_weight;
   opts.seed = options_.seed;
   opts.activation_delay_us = options_.activation_delay_us;
   quorum_status_t s =
@@ -164,8 +172,10 @@ Status CollectiveReducer::receive_round(float *grads, float *buf, size_t count, 
   quorum_round_stats_t stats{};
   s = quorum_partial_last_round_stats(partial_, &stats);
   if (s != QUORUM_OK) return api_error(s, "reading the round's stats");
-  // Fresh and carried counts are the same on every rank: so is the scale.
-  const float scale = partial_round_scale(options_.scale, size_, round.fresh + stats.carried);
+  // Fresh and carried counts are the same on every rank: so is the scale. A
+  // carried gradient counts as carry_weight of one.
+  const double gradients = round.fresh + options_.carry_weight * double(stats.carried);
+  const float scale = partial_round_scale(options_.scale, size_, gradients);
   const float *in = static_cast<const float *>(sum);
   for (size_t i = 0; i < count; ++i) buf[i] = in[i] * scale;
   if (memory == MemoryKind::Cuda) backend_->copy_to_device(grads, buf, count * sizeof(float));

@@ -46,13 +46,15 @@ namespace quorum::trainer {
 //   count  divide by n: the mean, a full-size step from fewer gradients
 enum class PartialScale { World, Sqrt, Count };
 
-// The factor for a round of n gradients (n < 1 counts as 1) on P ranks.
-float partial_round_scale(PartialScale scale, int world, long long n);
+// The factor for a round of n gradients (n < 1 counts as 1; a weighted carried
+// one counts as its weight) on P ranks.
+float partial_round_scale(PartialScale scale, int world, double n);
 
 struct ReducerOptions {
   std::string mode = "sync";         // sync | solo | majority
   unsigned max_staleness = 32;       // partial: a synchronous round every max_staleness+1
   bool carry = true;                 // partial: late gradients ride in a later round
+  double carry_weight = 1;           // partial: ... multiplied by this, in (0, 1]
   uint64_t seed = 1;                 // majority initiators and imbalance draws
   double sync_epochs = 0;            // partial: plain allreduce for the first epochs
   bool catch_up = true;              // partial: a rank behind skips the steps others already ran

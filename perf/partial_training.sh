@@ -45,7 +45,7 @@ while [ $# -gt 0 ]; do
     --keep) keep="$2"; shift 2 ;;
     --plot) plot="$2"; shift 2 ;;
     --) shift; break ;;
-    -h|--help) sed -n '2,29p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,/^set -eu/p' "$0" | sed '$d'; exit 0 ;;
     *) echo "unknown argument $1" >&2; exit 2 ;;
   esac
 done

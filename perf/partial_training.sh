@@ -10,7 +10,8 @@
 #          [--evals N] [--runs "sync majority solo"] [--keep DIR] [--plot OUT.png]
 #          [-- extra quorum-train arguments]
 # Defaults: 4 ranks, 5 epochs, paper:20:1-2, seed 1, 4 evaluations per epoch,
-# and the runs "sync majority:epochs=6 solo:drop:delay=8:epochs=7:scale=sqrt"
+# and the runs "sync majority:epochs=6:carry=0.5
+# solo:delay=8:epochs=7:scale=sqrt:carry=0.5"
 # (the recipes that reached the issue's target most often; trainer/README.md).
 # A run is sync, majority or solo, with ":drop" for --drop-late, ":carry=W" for
 # --carry-weight W, ":no-catch-up" for --no-catch-up, ":delay=MS" for
@@ -30,7 +31,7 @@
 # sync ran).
 set -eu
 build=build ranks=4 epochs=5 limit=0 delay=20 drawn=1-2 seed=1 evals=4 keep= plot=
-runs="sync majority:epochs=6 solo:drop:delay=8:epochs=7:scale=sqrt"
+runs="sync majority:epochs=6:carry=0.5 solo:delay=8:epochs=7:scale=sqrt:carry=0.5"
 while [ $# -gt 0 ]; do
   case "$1" in
     --build) build="$2"; shift 2 ;;

@@ -85,6 +85,8 @@ def describe(start):
     if reduce in ("solo", "majority"):
         if start.get("drop_late"):
             label += ", drop"
+        elif start.get("carry_weight", 1) != 1:
+            label += f", carry {start['carry_weight']:g}"
         if start.get("partial_scale", "world") != "world":
             label += f", {start['partial_scale']}"
         if start.get("activation_delay_ms"):

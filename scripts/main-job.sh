@@ -24,14 +24,15 @@ out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 
 # One recipe for all: half an epoch of warmup, then cosine decay. The partial
-# runs reduce synchronously during the warmup and drop late gradients instead
-# of carrying them (stale gradients cost more accuracy than missing ones at this
-# learning rate; see trainer/README.md). Solo's rounds hold about one gradient:
-# it scales them by the square-root rule (--partial-scale sqrt), which gained
-# it 0.2-0.45 points here; majority gains nothing from it.
+# runs reduce synchronously during the warmup and carry late gradients into
+# their next round at half weight (quorum-train's default --carry-weight 0.5: a
+# stale gradient is worth less than a fresh one, but more than none; see
+# trainer/README.md). Solo's rounds hold about one fresh gradient: it scales
+# them by the square-root rule (--partial-scale sqrt); majority gains nothing
+# from it.
 for mode in sync majority solo; do
   partial=()
-  [ "$mode" != sync ] && partial=(--sync-epochs 0.5 --drop-late)
+  [ "$mode" != sync ] && partial=(--sync-epochs 0.5)
   [ "$mode" = solo ] && partial+=(--partial-scale sqrt)
   echo "== $mode allreduce, $ranks ranks, imbalance paper:$delay:1"
   build/tools/quorum-run -n "$ranks" -- build/tools/quorum-train --data fashion-mnist \

@@ -345,7 +345,7 @@ int main(int argc, char **argv) {
   app.add_option("--resume", cfg.resume_path, "continue from this checkpoint");
   unsigned max_staleness = 32;
   bool drop_late = false;
-  double carry_weight = 1;
+  double carry_weight = 0.5;
   bool no_catch_up = false;
   double activation_delay_ms = 0;
   double sync_epochs = 0;
@@ -371,7 +371,8 @@ int main(int argc, char **argv) {
   app.add_option("--carry-weight", carry_weight,
                  "solo/majority: a gradient that missed its round rides in a later one "
                  "multiplied by W, in (0, 1] (1: whole, as eager-SGD carries it; a stale "
-                 "gradient is worth less than a fresh one)")
+                 "gradient is worth less than a fresh one; ignored with --drop-late unless "
+                 "given)")
       ->check(checks::finite())
       ->check(CLI::Range(0.0, 1.0))
       ->capture_default_str();
@@ -402,6 +403,8 @@ int main(int argc, char **argv) {
                "step (it can only be late) instead of applying the steps the others already "
                "ran and computing on the newest parameters");
   CLI11_PARSE(app, argc, argv);
+  // The default weight means nothing with --drop-late (the reducer refuses a given one).
+  if (drop_late && app.count("--carry-weight") == 0) carry_weight = 1;
 
   // Several ranks (a launcher's environment) or an explicit --reduce: distributed.
   const bool launched = std::getenv("QUORUM_RANK") != nullptr ||

@@ -12,6 +12,7 @@
 #include <random>
 #include <string>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
 #include "collectives/communicator.hpp"
@@ -438,63 +439,27 @@ inline void activation_during_post_copy(Communicator &c) {
   EXPECT_EQ(p->destroy(), QUORUM_OK) << last_error();
 }
 
-// 3b/4b. A late post, deterministically: rank 0 runs round 0 alone; the others
-// post for round 0 after joining it (late). With carry the late posts ride in
-// round 1 (synchronous, A = 1); with drop they are discarded and counted.
-inline void late_post(Communicator &c, bool carry) {
+// 3b/4b/3c. A late post, deterministically: rank 0 runs round 0 alone; the
+// others post for round 0 after joining it (late). With carry the late posts
+// ride in round 1 (synchronous, A = 1), multiplied by `weight` (a carry
+// weight; T = double, where the sums stay exact); with drop they are discarded
+// and counted. The caller's buffer is never scaled.
+template <typename T = int64_t>
+void late_post(Communicator &c, bool carry, double weight = 1) {
+  static_assert(std::is_same_v<T, int64_t> || std::is_same_v<T, double>);
   const int r = c.rank(), p = c.size();
   const size_t n = 5;
   PartialOptions o;
   o.max_staleness = 1;
   o.carry = carry;
-  std::unique_ptr<PartialAllreduce> pa;
-  ASSERT_EQ(make(c, n, QUORUM_INT64, o, &pa), QUORUM_OK);
-  std::vector<int64_t> in(n), out(n), want(n);
-  PartialRoundInfo info;
-  fill_contribution(in, r, 0);
-  if (r == 0) {
-    ASSERT_EQ(pa->post(in.data()), QUORUM_OK);
-    ASSERT_EQ(pa->wait(out.data(), &info), QUORUM_OK) << last_error();
-  }
-  ASSERT_EQ(c.barrier(), QUORUM_OK);
-  if (r != 0) {
-    ASSERT_EQ(pa->post(in.data()), QUORUM_OK);  // round 0 is joined already: late
-    ASSERT_EQ(pa->wait(out.data(), &info), QUORUM_OK) << last_error();
-    EXPECT_EQ(pa->carried(), carry ? 1u : 0u);
-    EXPECT_EQ(pa->dropped(), carry ? 0u : 1u);
-  }
-  fill_contribution(want, 0, 0);
-  EXPECT_EQ(out, want) << "rank " << r << ": round 0 is rank 0's post alone";
-  EXPECT_EQ(info.fresh, 1);
-  EXPECT_EQ(info.initiator, 0);
-  EXPECT_EQ(info.own_fresh, r == 0);
-  fill_contribution(in, r, 1);
-  ASSERT_EQ(pa->post(in.data()), QUORUM_OK);
-  ASSERT_EQ(pa->wait(out.data(), &info), QUORUM_OK) << last_error();
-  EXPECT_TRUE(info.synchronous);
-  EXPECT_EQ(info.fresh, p);
-  for (size_t i = 0; i < n; ++i) {
-    int64_t w = 0;
-    for (int q = 0; q < p; ++q) w += value(q, 1, i) + (carry && q != 0 ? value(q, 0, i) : 0);
-    EXPECT_EQ(out[i], w) << "rank " << r << " element " << i << (carry ? " carry" : " drop");
-  }
-  EXPECT_EQ(pa->destroy(), QUORUM_OK) << last_error();
-}
-
-// 3c. The same late posts with a carry weight (float64, exact here): they ride
-// in round 1 multiplied by it.
-inline void weighted_late_post(Communicator &c, double weight) {
-  const int r = c.rank(), p = c.size();
-  const size_t n = 5;
-  PartialOptions o;
-  o.max_staleness = 1;
   o.carry_weight = weight;
   std::unique_ptr<PartialAllreduce> pa;
-  ASSERT_EQ(make(c, n, QUORUM_FLOAT64, o, &pa), QUORUM_OK) << last_error();
-  std::vector<double> in(n), out(n);
+  const quorum_dtype_t dtype = std::is_same_v<T, double> ? QUORUM_FLOAT64 : QUORUM_INT64;
+  ASSERT_EQ(make(c, n, dtype, o, &pa), QUORUM_OK) << last_error();
+  std::vector<T> in(n), out(n);
   PartialRoundInfo info;
   auto fill = [&](uint64_t k) {
-    for (size_t i = 0; i < n; ++i) in[i] = double(value(r, k, i));
+    for (size_t i = 0; i < n; ++i) in[i] = T(value(r, k, i));
   };
   fill(0);
   if (r == 0) {
@@ -503,22 +468,29 @@ inline void weighted_late_post(Communicator &c, double weight) {
   }
   ASSERT_EQ(c.barrier(), QUORUM_OK);
   if (r != 0) {
-    const std::vector<double> posted = in;
-    ASSERT_EQ(pa->post(in.data()), QUORUM_OK);  // late
+    const std::vector<T> posted = in;
+    ASSERT_EQ(pa->post(in.data()), QUORUM_OK);  // round 0 is joined already: late
     ASSERT_EQ(pa->wait(out.data(), &info), QUORUM_OK) << last_error();
-    EXPECT_EQ(pa->carried(), 1u);
+    EXPECT_EQ(pa->carried(), carry ? 1u : 0u);
+    EXPECT_EQ(pa->dropped(), carry ? 0u : 1u);
     EXPECT_EQ(in, posted) << "the caller's buffer is not scaled";
   }
-  for (size_t i = 0; i < n; ++i) EXPECT_EQ(out[i], double(value(0, 0, i))) << "round 0, " << i;
+  for (size_t i = 0; i < n; ++i)
+    EXPECT_EQ(out[i], T(value(0, 0, i))) << "rank " << r << ": round 0 is rank 0's post alone";
+  EXPECT_EQ(info.fresh, 1);
+  EXPECT_EQ(info.initiator, 0);
+  EXPECT_EQ(info.own_fresh, r == 0);
   fill(1);
   ASSERT_EQ(pa->post(in.data()), QUORUM_OK);
   ASSERT_EQ(pa->wait(out.data(), &info), QUORUM_OK) << last_error();
   EXPECT_TRUE(info.synchronous);
+  EXPECT_EQ(info.fresh, p);
   for (size_t i = 0; i < n; ++i) {
-    double w = 0;
+    T w = 0;
     for (int q = 0; q < p; ++q)
-      w += double(value(q, 1, i)) + (q != 0 ? weight * value(q, 0, i) : 0);
-    EXPECT_DOUBLE_EQ(out[i], w) << "rank " << r << " element " << i << " weight " << weight;
+      w += T(value(q, 1, i)) + (carry && q != 0 ? T(weight * double(value(q, 0, i))) : T(0));
+    EXPECT_EQ(out[i], w) << "rank " << r << " element " << i
+                         << (carry ? " carry, weight " + std::to_string(weight) : " drop");
   }
   EXPECT_EQ(pa->destroy(), QUORUM_OK) << last_error();
 }

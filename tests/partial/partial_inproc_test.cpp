@@ -87,7 +87,7 @@ TEST_P(Partial, ConservationWithoutProgressThread) {
 TEST_P(Partial, LatePostIsCarriedOrDropped) {
   run_ranks(GetParam(), [](Communicator &c) { cases::late_post(c, true); });
   run_ranks(GetParam(), [](Communicator &c) { cases::late_post(c, false); });
-  run_ranks(GetParam(), [](Communicator &c) { cases::weighted_late_post(c, 0.25); });
+  run_ranks(GetParam(), [](Communicator &c) { cases::late_post<double>(c, true, 0.25); });
 }
 
 TEST_P(Partial, DropModeRoundsAreTheirFreshPosts) {

@@ -228,7 +228,7 @@ TEST(ProcessPartial, ConservationBorrowedResults) {
 TEST(ProcessPartial, LatePost) {
   cases::late_post(*test::process_comm(), true);
   cases::late_post(*test::process_comm(), false);
-  cases::weighted_late_post(*test::process_comm(), 0.5);
+  cases::late_post<double>(*test::process_comm(), true, 0.5);
 }
 TEST(ProcessPartial, DropMode) {
   cases::drop_mode(*test::process_comm());

@@ -169,9 +169,12 @@ TEST_F(BackendVsRef, ReluForwardBackward) {
   expect_close("relu dx in place", d.get(cdy, n), dx, 0);
 }
 
+// fm-s's first pool (rows of 14 outputs), odd sizes, rows of 35 outputs (more
+// than one 16-lane block and a partial one), 3x3 and 4x4 windows.
 TEST_F(BackendVsRef, MaxPoolForwardBackwardWithTies) {
-  for (PoolShape s : {PoolShape{3, 4, 28, 28, 2}, PoolShape{2, 3, 7, 9, 2},
-                      PoolShape{2, 2, 9, 9, 3}, PoolShape{1, 2, 10, 11, 4}}) {
+  for (PoolShape s :
+       {PoolShape{3, 4, 28, 28, 2}, PoolShape{2, 3, 7, 9, 2}, PoolShape{1, 2, 6, 70, 2},
+        PoolShape{2, 2, 9, 9, 3}, PoolShape{1, 2, 10, 11, 4}}) {
     SCOPED_TRACE(::testing::Message() << s.in_h << "x" << s.in_w << " window " << s.window);
     const size_t nx = size_t(s.batch) * s.channels * s.in_h * s.in_w;
     const size_t ny = size_t(s.batch) * s.channels * s.out_h() * s.out_w();

@@ -3,10 +3,13 @@
 //   sync      allreduce (average) every step
 //   solo      partial allreduce, the first rank ready activates each round
 //   majority  partial allreduce, a rank drawn per round from a shared seed activates it
-// Partial modes carry late gradients into a later round (nothing is lost) and
-// scale every round's sum by 1/P by default (PartialScale::World), so over a
-// run the applied gradient mass equals the synchronous one. Each rank's k-th step applies round k's
-// result, the same on every rank, so replicas stay bitwise identical (check_replicas verifies).
+// Partial modes carry late gradients into a later round, multiplied by
+// carry_weight (1: nothing is lost; the command line's default is 0.5, a stale
+// gradient being worth less than a fresh one), and scale every round's sum by
+// 1/P by default (PartialScale::World), so with weight 1 the applied gradient
+// mass over a run equals the synchronous one. Each rank's k-th step applies
+// round k's result, the same on every rank, so replicas stay bitwise
+// identical (check_replicas verifies).
 // Injected imbalance (imbalance.hpp) sleeps after the rank's compute, before
 // its contribution (inject_imbalance); with buckets, a rank drawn to be slow at
 // a step holds that step's buckets until after the sleep.

@@ -305,15 +305,17 @@ uint8_t *PartialAllreduce::new_buffer() {
 Status PartialAllreduce::weigh_late_post(const void **contribution) {
   if (!staging_) staging_ = allocate_aligned(bytes_);
   if (!staging_) return fail(QUORUM_ERR_NO_MEMORY, "partial", "staging of {} B", bytes_);
-  // In place when it was staged from device memory already.
-  if (*contribution != staging_.get()) std::memcpy(staging_.get(), *contribution, bytes_);
+  // One pass, copy and scale together (in place when it was staged from
+  // device memory already).
   if (dtype_ == QUORUM_FLOAT32) {
-    auto *v = reinterpret_cast<float *>(staging_.get());
+    const auto *in = static_cast<const float *>(*contribution);
+    auto *out = reinterpret_cast<float *>(staging_.get());
     const float w = static_cast<float>(opts_.carry_weight);
-    for (size_t i = 0; i < count_; ++i) v[i] *= w;
+    for (size_t i = 0; i < count_; ++i) out[i] = in[i] * w;
   } else {
-    auto *v = reinterpret_cast<double *>(staging_.get());
-    for (size_t i = 0; i < count_; ++i) v[i] *= opts_.carry_weight;
+    const auto *in = static_cast<const double *>(*contribution);
+    auto *out = reinterpret_cast<double *>(staging_.get());
+    for (size_t i = 0; i < count_; ++i) out[i] = in[i] * opts_.carry_weight;
   }
   *contribution = staging_.get();
   return kOk;

@@ -78,8 +78,9 @@ Knob<int64_t> knob_shm_cross_memory_out_of_place_max_bytes(
     "QUORUM_SHM_CROSS_MEMORY_OUT_OF_PLACE_MAX_BYTES", -1,
     "shm allreduce: out-of-place messages above this size copy instead of taking the "
     "cross-memory path (its writes to the peers' receive buffers read every line first, which "
-    "costs more than the copies once the buffers leave the cache). -1: the size where they "
-    "leave it, as QUORUM_SHM_STREAMING_BYTES's default; 0: no limit");
+    "costs more than the copies once the buffers are well out of the cache). -1: twice "
+    "QUORUM_SHM_STREAMING_BYTES's default (the cache's size / ranks, at most 16 MiB); 0: no "
+    "limit");
 Knob<int64_t> knob_shm_cross_memory_block_bytes(
     "QUORUM_SHM_CROSS_MEMORY_BLOCK_BYTES", 128 * 1024,
     "shm allreduce, cross-memory path: bytes read from each peer per system call (the blocks "
@@ -99,13 +100,15 @@ Knob<int64_t> knob_shm_max_bytes("QUORUM_SHM_MAX_BYTES", 64 << 20,
 namespace {
 
 // The out-of-place message size from which every rank's send and receive
-// buffer together fill the last-level cache: streaming stores pay from there,
-// and the cross-memory path's writes into the peers' receive buffers stop
-// paying. Capped: in a virtual machine the cache hwloc reports is the host's,
-// shared with other tenants. Out of place on 2 ranks, on one reporting 300 MiB:
-// streaming measured 7% faster at 8 MiB and 20-30% at 32-64 MiB than without,
-// and at 16 MiB the copy path 1.03x and 1.20x the cross-memory path's speed
-// (two hosts), which wins at 8 MiB (1.26x and 1.10x).
+// buffer together fill the last-level cache: streaming stores pay from there.
+// Capped: in a virtual machine the cache hwloc reports is the host's, shared
+// with other tenants. Out of place on 2 ranks, on one reporting 300 MiB:
+// streaming measured 7% faster at 8 MiB and 20-30% at 32-64 MiB than without.
+// The cross-memory path's writes into the peers' receive buffers read each
+// line first; it stops paying at twice that size (there the lines it writes
+// were written by the last call and may still be in the shared cache). At
+// 16 MiB it measured 1.15-1.22x the copy path's speed (three runs, one host;
+// two earlier hosts 0.83x and 0.97x), at 32 MiB 0.86x, at 8 MiB 1.10-1.26x.
 size_t out_of_place_beyond_cache_bytes(int ranks) {
   constexpr size_t kMaxBytes = size_t{8} << 20;
   TopologyInfo topo;
@@ -172,15 +175,15 @@ Status ShmChannel::create(const ShmGroup &group, std::unique_ptr<ShmChannel> *ou
   ch->cross_memory_bytes_ = !attach ? SIZE_MAX : std::max<size_t>(4096, cross_memory);
   ch->cross_memory_block_bytes_ =
       static_cast<size_t>(std::max<int64_t>(4096, knob_shm_cross_memory_block_bytes.get()));
-  // Both knobs below: -1 is the out-of-place size from which the ranks'
-  // buffers leave the cache, 0 "never" (no limit), else the size given.
+  // Both knobs below: -1 derives from the out-of-place size from which the
+  // ranks' buffers leave the cache, 0 is "never" (no limit), else the size given.
   const size_t beyond_cache = out_of_place_beyond_cache_bytes(p);
-  auto size_knob = [beyond_cache](int64_t v) {
-    return v < 0 ? beyond_cache : v == 0 ? SIZE_MAX : static_cast<size_t>(v);
+  auto size_knob = [](int64_t v, size_t automatic) {
+    return v < 0 ? automatic : v == 0 ? SIZE_MAX : static_cast<size_t>(v);
   };
   ch->cross_memory_out_of_place_max_bytes_ =
-      size_knob(knob_shm_cross_memory_out_of_place_max_bytes.get());
-  ch->streaming_bytes_ = size_knob(knob_shm_streaming_bytes.get());
+      size_knob(knob_shm_cross_memory_out_of_place_max_bytes.get(), 2 * beyond_cache);
+  ch->streaming_bytes_ = size_knob(knob_shm_streaming_bytes.get(), beyond_cache);
   QLOG_INFO("shm",
             "shared-memory segment of {} B ({} ranks, chunk {} B, streaming stores from {} B, "
             "cross-memory attach {})",

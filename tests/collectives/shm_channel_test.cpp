@@ -31,9 +31,10 @@ std::unique_ptr<ShmChannel> one_rank_channel() {
 }
 
 // A size knob of the channel: -1 derives it from the last-level cache (where
-// the ranks' buffers leave it), at most 8 MiB (a virtual machine reports its
-// host's whole cache); 0 is never (no limit); else the size given.
-void check_size_knob(const char *name, size_t (ShmChannel::*read)() const) {
+// the ranks' buffers leave it), from 64 KiB to `max_automatic` (a virtual
+// machine reports its host's whole cache); 0 is never (no limit); else the
+// size given.
+void check_size_knob(const char *name, size_t (ShmChannel::*read)() const, size_t max_automatic) {
   SCOPED_TRACE(name);
   KnobBase *knob = find_knob(name);
   ASSERT_NE(knob, nullptr);
@@ -41,7 +42,7 @@ void check_size_knob(const char *name, size_t (ShmChannel::*read)() const) {
   auto ch = one_rank_channel();
   ASSERT_TRUE(ch);
   EXPECT_GE(((*ch).*read)(), size_t{64} << 10);
-  EXPECT_LE(((*ch).*read)(), size_t{8} << 20);
+  EXPECT_LE(((*ch).*read)(), max_automatic);
   knob->set_override(std::string("0"));
   ch = one_rank_channel();
   ASSERT_TRUE(ch);
@@ -54,7 +55,7 @@ void check_size_knob(const char *name, size_t (ShmChannel::*read)() const) {
 }
 
 TEST(ShmChannel, StreamingBytesFromKnob) {
-  check_size_knob("QUORUM_SHM_STREAMING_BYTES", &ShmChannel::streaming_bytes);
+  check_size_knob("QUORUM_SHM_STREAMING_BYTES", &ShmChannel::streaming_bytes, size_t{8} << 20);
 }
 
 // QUORUM_SHM_CROSS_MEMORY_BYTES: -1 is 32 KiB per rank when every rank has a
@@ -79,13 +80,14 @@ TEST(ShmChannel, CrossMemoryBytesFromKnob) {
   knob->set_override(std::nullopt);
 }
 
-// Out of place, the cross-memory path stops where streaming starts by default.
+// Out of place, the cross-memory path stops at twice the size where
+// streaming starts by default.
 TEST(ShmChannel, CrossMemoryOutOfPlaceMaxFromKnob) {
   check_size_knob("QUORUM_SHM_CROSS_MEMORY_OUT_OF_PLACE_MAX_BYTES",
-                  &ShmChannel::cross_memory_out_of_place_max_bytes);
+                  &ShmChannel::cross_memory_out_of_place_max_bytes, size_t{16} << 20);
   auto ch = one_rank_channel();
   ASSERT_TRUE(ch);
-  EXPECT_EQ(ch->cross_memory_out_of_place_max_bytes(), ch->streaming_bytes());
+  EXPECT_EQ(ch->cross_memory_out_of_place_max_bytes(), 2 * ch->streaming_bytes());
 }
 
 TEST(ShmChannel, DonePrefixInOrderAndOutOfOrder) {

@@ -111,8 +111,8 @@ quorum_status_t quorum_mem_free(quorum_comm_t comm, void *ptr);
 /* Partial collectives (solo and majority allreduce, after eager-SGD). */
 typedef enum { QUORUM_PARTIAL_SOLO, QUORUM_PARTIAL_MAJORITY } quorum_partial_mode_t;
 /* Zero-initialise the options (`= {0}` in C, `{}` in C++) and set the fields
- * by name: later versions may add fields at the end, and zero keeps each one's
- * default. */
+ * by name: later versions add fields at the end, and zero in a new field keeps
+ * the behaviour of the versions before it. */
 typedef struct {
   quorum_partial_mode_t mode;
   unsigned max_staleness;       /* a synchronous round at least every max_staleness+1 rounds;

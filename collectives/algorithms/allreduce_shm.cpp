@@ -107,7 +107,7 @@ namespace {
 // The cross-memory path's writes into the peers' receive buffers read each
 // line first; it stops paying at twice that size (there the lines it writes
 // were written by the last call and may still be in the shared cache). At
-// 16 MiB it measured 1.10-1.22x the copy path's speed (five runs, one host;
+// 16 MiB it measured 0.98-1.22x the copy path's speed (six runs, one host;
 // two earlier hosts 0.83x and 0.97x), at 32 MiB 0.86-0.98x, at 8 MiB 1.09-1.26x.
 size_t out_of_place_beyond_cache_bytes(int ranks) {
   constexpr size_t kMaxBytes = size_t{8} << 20;

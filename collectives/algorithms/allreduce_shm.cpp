@@ -281,8 +281,16 @@ class ShmAllreduceTask : public Task {
 
   TaskResult progress(Status *status) override {
     if (ch_->broken()) {
-      return failed(status, fail(QUORUM_ERR_PEER_FAILED, "shm",
-                                 "another rank's shared-memory allreduce failed"));
+      // A rank that saw a mismatched call first broke the channel: this one
+      // reports the mismatch too where its first chunk shows it.
+      if (error_ == kOk && nchunks_ > 0 && stage_[0] == kPosted) {
+        const uint64_t g = base_;
+        const int s = static_cast<int>(g % static_cast<uint64_t>(ch_->slots()));
+        if (all_posted(s, g + 1)) signatures_agree(s);
+      }
+      return failed(status, error_ != kOk ? error_
+                                          : fail(QUORUM_ERR_PEER_FAILED, "shm",
+                                                 "another rank's shared-memory allreduce failed"));
     }
     const size_t window = static_cast<size_t>(ch_->slots());
     moved_ = false;
@@ -381,6 +389,7 @@ class ShmAllreduceTask : public Task {
     const size_t n = std::min(chunk_elems_, count_ - off);
     const int me = ch_->rank(), p = ch_->size();
     bool moved = false;
+    if (error_ != kOk) return false;
     if (path_ != Path::Copy && c > 0) return false;  // only the first chunk, if any
     if (stage_[c] == kIdle) {
       // The slot's previous chunk (g - S) must be finished on every rank.
@@ -391,6 +400,10 @@ class ShmAllreduceTask : public Task {
       // path is taken after all (see kPosted).
       fill_deferred_ = c == 0 && path_ == Path::Undecided;
       if (!fill_deferred_) fill_slot(s, off, n);
+      if (c == 0) {
+        ch_->posted_signature(me, s).store(ShmChannel::op_signature(count_ * es_, dtype_, op_),
+                                           std::memory_order_relaxed);
+      }
       if (c == 0 && !inline_payload_) {
         // A descriptor even when this rank is no candidate (it says "no
         // region"): a peer whose QUORUM_SHM_ZERO_COPY_BYTES differs then
@@ -398,10 +411,7 @@ class ShmAllreduceTask : public Task {
         ShmChannel::DirectPathDescriptor d;
         d.send_identity = identity_ ? 1 : 0;
         d.slot_filled = fill_deferred_ ? 0 : 1;
-        if (zero_copy_candidate_) {
-          d.send = send_location_;
-          d.recv = recv_location_;
-        }
+        if (zero_copy_candidate_) d.set_locations(send_location_, recv_location_);
         if (cross_memory_candidate_) {
           d.pid = static_cast<uint32_t>(getpid());
           d.send_address = identity_ ? 0 : reinterpret_cast<uintptr_t>(send_);
@@ -416,6 +426,7 @@ class ShmAllreduceTask : public Task {
     }
     if (stage_[c] == kPosted) {
       if (!all_posted(s, tag)) return moved;
+      if (c == 0 && !signatures_agree(s)) return false;
       if (path_ == Path::Undecided) {
         decide_path(s);
         if (error_ != kOk) return false;
@@ -504,6 +515,34 @@ class ShmAllreduceTask : public Task {
     }
   }
 
+  // Every rank posted the same op (size, dtype, op) as its first chunk in slot
+  // s; else error_ is QUORUM_ERR_MISMATCH naming the first rank that did not
+  // (every rank reads the same signatures, so every rank fails), and nothing
+  // of the op has been read or written outside this rank's own buffers.
+  bool signatures_agree(int s) {
+    const int me = ch_->rank();
+    const uint64_t mine = ShmChannel::op_signature(count_ * es_, dtype_, op_);
+    for (int q = 0; q < ch_->size(); ++q) {
+      const uint64_t theirs = ch_->posted_signature(q, s).load(std::memory_order_relaxed);
+      if (theirs == mine) continue;
+      error_ = fail(QUORUM_ERR_MISMATCH, "shm",
+                    "allreduce mismatch seen on rank {} (shared memory): rank {} called {} but "
+                    "rank {} called {}",
+                    me, q, describe_signature(theirs), me, describe_signature(mine));
+      return false;
+    }
+    return true;
+  }
+  static std::string describe_signature(uint64_t signature) {
+    const auto dtype = static_cast<quorum_dtype_t>((signature >> 48) & 0xff);
+    const auto op = static_cast<quorum_op_t>(signature >> 56);
+    const uint64_t bytes = signature & ShmChannel::kTagMask;
+    const size_t es = dtype_size(dtype);
+    return es == 0 ? fmt::format("allreduce({} B, dtype {}, op {})", bytes, int{dtype}, int{op})
+                   : fmt::format("allreduce(count={}, {}, {})", bytes / es, dtype_name(dtype),
+                                 op_name(op));
+  }
+
   // On the copy path, every rank's first-chunk input is in its slot s: those
   // whose descriptor says they posted without it (direct-path candidates)
   // have raised filled since. Reads the descriptors once.
@@ -580,7 +619,7 @@ class ShmAllreduceTask : public Task {
     for (int q = 0; q < p; ++q) {
       auto &dq = d[static_cast<size_t>(q)];
       std::memcpy(&dq, ch_->posted_payload(q, s), sizeof(dq));
-      if ((dq.send.region == 0 && !dq.send_identity) || dq.recv.region == 0) symmetric = false;
+      if ((dq.send_region == 0 && !dq.send_identity) || dq.recv_region == 0) symmetric = false;
       if (dq.pid == 0) cross_memory = false;
     }
     path_ = Path::Copy;
@@ -600,14 +639,14 @@ class ShmAllreduceTask : public Task {
     peer_recv_.assign(static_cast<size_t>(p), nullptr);
     for (int q = 0; q < p; ++q) {
       const auto &dq = d[static_cast<size_t>(q)];
-      uint8_t *send = dq.send_identity ? nullptr : ch_->regions().peer_address(dq.send, q, bytes);
-      uint8_t *recv = ch_->regions().peer_address(dq.recv, q, bytes);
+      uint8_t *send = dq.send_identity ? nullptr : ch_->regions().peer_address(dq.send(), q, bytes);
+      uint8_t *recv = ch_->regions().peer_address(dq.recv(), q, bytes);
       if ((!send && !dq.send_identity) || !recv) {
         // A region this rank freed while a peer still uses it: nobody can go on.
         error_ = fail(QUORUM_ERR_INVALID_ARG, "shm",
                       "rank {}'s allreduce buffers lie in symmetric region {}/{}, which "
                       "this rank no longer maps (freed with quorum_mem_free?)",
-                      q, dq.send.region, dq.recv.region);
+                      q, dq.send_region, dq.recv_region);
         return;
       }
       if (send) sources_.push_back(send);

@@ -8,8 +8,11 @@
 // the same on every rank because collectives start in the same order); chunk
 // g uses slot g % S and publishes the value g + 1 in these flags per rank:
 //   posted[r][s]  - rank r's input for chunk g is in its slot, unless its
-//                   descriptor says otherwise (a message of up to 56 bytes,
-//                   or the descriptor, rides in the rest of this flag's line)
+//                   descriptor says otherwise (a message of up to 48 bytes,
+//                   or the descriptor, rides in the rest of this flag's line,
+//                   and on an op's first chunk the op's signature: its size
+//                   in bytes, dtype and op, which every rank compares with
+//                   its own before it reads or writes anything of the op)
 //   reduced[r][s] - rank r wrote its 1/P slice of the result of chunk g
 //   done[r][s]    - rank r copied the result out (and read everyone's input)
 //   filled[r][s]  - rank r's input for chunk g is in its slot, where it was
@@ -18,6 +21,10 @@
 // rank q, so nobody still reads what chunk g - S left there. Flags only grow,
 // so they are never cleared. `broken` is set by a rank whose shm task fails or
 // is aborted: the others then fail at once instead of waiting for a timeout.
+// Ranks that disagree on an op (a mismatched call) all see it in the first
+// chunk's signatures and fail with QUORUM_ERR_MISMATCH, before any rank reads
+// or writes another's buffers with its own idea of their size; the chunk
+// numbers no longer agree after that, so the channel is broken too.
 // The posted word also carries, in its top 16 bits, how far the rank's done
 // prefix (every chunk below it finished) lagged the chunk it posts. A peer that
 // reads the word anyway (it needs the input) thus learns that those chunks are
@@ -160,11 +167,22 @@ class ShmChannel {
                                                         std::memory_order_relaxed)) {
     }
   }
-  // The rest of posted(r, s)'s cache line: a message this small travels with
-  // its flag (one cache-line transfer to each peer instead of two).
-  static constexpr size_t kInlinePayload = 56;
+  // The rest of posted(r, s)'s cache line but its last word: a message this
+  // small travels with its flag (one cache-line transfer to each peer instead
+  // of two).
+  static constexpr size_t kInlinePayload = 48;
   uint8_t *posted_payload(int r, int s) {
     return reinterpret_cast<uint8_t *>(&posted(r, s)) + sizeof(uint64_t);
+  }
+  // The last word of posted(r, s)'s line: the signature of the op whose first
+  // chunk rank r posted there (op_signature).
+  std::atomic<uint64_t> &posted_signature(int r, int s) {
+    return *reinterpret_cast<std::atomic<uint64_t> *>(posted_payload(r, s) + kInlinePayload);
+  }
+  // An op's size in bytes (low 48 bits), dtype and op, as one word.
+  static uint64_t op_signature(uint64_t bytes, int dtype, int op) {
+    return (bytes & kTagMask) | (static_cast<uint64_t>(dtype & 0xff) << 48) |
+           (static_cast<uint64_t>(op & 0xff) << 56);
   }
   std::atomic<uint64_t> &reduced(int r, int s) { return flag(1 + 1 * size_ * slots_, r, s); }
   std::atomic<uint64_t> &done(int r, int s) { return flag(1 + 2 * size_ * slots_, r, s); }
@@ -190,14 +208,23 @@ class ShmChannel {
   // Where a direct-path candidate's buffers lie (zero-copy: in the symmetric
   // regions; cross-memory: in its process); rides in its first posted line.
   struct DirectPathDescriptor {
-    ShmRegions::Location send;
-    ShmRegions::Location recv;
-    uint16_t send_identity = 0;  // contributes the identity: send is not read
-    uint16_t slot_filled = 1;    // the input is in the slot (else: see filled())
+    // Zero-copy candidates (else region 0): where the buffers lie in the
+    // symmetric regions (ShmRegions::Location, without its padding).
+    uint32_t send_region = 0, recv_region = 0;
+    uint64_t send_offset = 0, recv_offset = 0;
     // Cross-memory candidates (else pid 0): the process and the buffers' addresses in it.
+    uint64_t send_address = 0, recv_address = 0;
     uint32_t pid = 0;
-    uint64_t send_address = 0;
-    uint64_t recv_address = 0;
+    uint8_t send_identity = 0;  // contributes the identity: send is not read
+    uint8_t slot_filled = 1;    // the input is in the slot (else: see filled())
+    ShmRegions::Location send() const { return {send_region, send_offset}; }
+    ShmRegions::Location recv() const { return {recv_region, recv_offset}; }
+    void set_locations(ShmRegions::Location send, ShmRegions::Location recv) {
+      send_region = send.region;
+      send_offset = send.offset;
+      recv_region = recv.region;
+      recv_offset = recv.offset;
+    }
   };
   static_assert(sizeof(DirectPathDescriptor) <= kInlinePayload);
   bool broken() const { return line(0).load(std::memory_order_acquire) != 0; }

@@ -17,7 +17,7 @@ TaskResult TransportTask::finish(Status *status) const {
   }
 }
 
-void TransportTask::cancel() {
+void TransportTask::cancel(Status /*why*/) {
   if (posted_ && req_.pending()) t_->cancel(&req_);
 }
 

@@ -15,7 +15,7 @@ namespace quorum {
 // posted on the first progress call.
 class TransportTask : public Task {
  public:
-  void cancel() override;
+  void cancel(Status why) override;
   bool quiescent() const override { return !posted_ || !req_.pending(); }
   int peer() const override { return peer_; }
 

@@ -288,9 +288,14 @@ class ShmAllreduceTask : public Task {
         const int s = static_cast<int>(g % static_cast<uint64_t>(ch_->slots()));
         if (all_posted(s, g + 1)) signatures_agree(s);
       }
-      return failed(status, error_ != kOk ? error_
-                                          : fail(QUORUM_ERR_PEER_FAILED, "shm",
-                                                 "another rank's shared-memory allreduce failed"));
+      if (error_ != kOk) return failed(status, error_);
+      // A later call: a mismatch stays one (no rank died); anything else
+      // broke the protocol on some rank, as a dead peer would.
+      const Status why = ch_->broken_status();
+      return failed(status, fail(why == QUORUM_ERR_MISMATCH ? why : QUORUM_ERR_PEER_FAILED, "shm",
+                                 "a shared-memory allreduce failed on rank {} ({}), after which no "
+                                 "shared-memory allreduce of this communicator can go on",
+                                 ch_->broken_by(), quorum_strerror(why)));
     }
     const size_t window = static_cast<size_t>(ch_->slots());
     moved_ = false;
@@ -298,7 +303,7 @@ class ShmAllreduceTask : public Task {
       bool advanced = false;
       for (size_t c = first_; c < std::min(nchunks_, first_ + window); ++c) advanced |= step(c);
       if (error_ != kOk) {
-        ch_->set_broken();
+        ch_->set_broken(error_);
         return failed(status, error_);
       }
       const size_t before = first_;
@@ -313,7 +318,7 @@ class ShmAllreduceTask : public Task {
     }
     for (int q = 0; q < ch_->size(); ++q) {
       if (q != ch_->rank() && t_ && t_->peer_failed(q)) {
-        ch_->set_broken();
+        ch_->set_broken(QUORUM_ERR_PEER_FAILED);
         return failed(status, fail(QUORUM_ERR_PEER_FAILED, "shm",
                                    "rank {} failed during a shared-memory allreduce", q));
       }
@@ -322,9 +327,9 @@ class ShmAllreduceTask : public Task {
     return TaskResult::Pending;
   }
 
-  void cancel() override {
+  void cancel(Status why) override {
     // Aborted mid-protocol: the flags no longer agree, so no shm allreduce can follow.
-    if (first_ < nchunks_) ch_->set_broken();
+    if (first_ < nchunks_) ch_->set_broken(why);
     waiting_.release();
   }
 
@@ -835,7 +840,7 @@ Status shm_allreduce_inline(ShmChannel *ch, Transport *t, const CollArgs &a, Pro
     if (stalled_since == 0) stalled_since = now;
     if (!deadline) deadline = Deadline::after_ms(timeout_ms);
     if (deadline->expired()) {
-      task.cancel();
+      task.cancel(QUORUM_ERR_TIMEOUT);
       return fail(QUORUM_ERR_TIMEOUT, "progress",
                   "allreduce (shm, count {}) on rank {} timed out after {} ms: {}", a.count,
                   ch->rank(), timeout_ms, task.describe());

@@ -24,7 +24,10 @@
 // Ranks that disagree on an op (a mismatched call) all see it in the first
 // chunk's signatures and fail with QUORUM_ERR_MISMATCH, before any rank reads
 // or writes another's buffers with its own idea of their size; the chunk
-// numbers no longer agree after that, so the channel is broken too.
+// numbers no longer agree after that, so the channel is broken too. Later
+// calls on a broken channel fail at once, naming the rank and status of the
+// first failure: as QUORUM_ERR_MISMATCH after a mismatch, else as
+// QUORUM_ERR_PEER_FAILED.
 // The posted word also carries, in its top 16 bits, how far the rank's done
 // prefix (every chunk below it finished) lagged the chunk it posts. A peer that
 // reads the word anyway (it needs the input) thus learns that those chunks are
@@ -227,8 +230,22 @@ class ShmChannel {
     }
   };
   static_assert(sizeof(DirectPathDescriptor) <= kInlinePayload);
+  // A rank's shm task failed or was aborted: the flags no longer agree, and
+  // no shm allreduce of the communicator can go on. The first such failure
+  // is kept: its status and the rank that saw it.
   bool broken() const { return line(0).load(std::memory_order_acquire) != 0; }
-  void set_broken() { line(0).store(1, std::memory_order_release); }
+  void set_broken(Status why) {
+    uint64_t none = 0;
+    const uint64_t word = (static_cast<uint64_t>(rank_) + 1) << 32 | static_cast<uint32_t>(why);
+    line(0).compare_exchange_strong(none, word, std::memory_order_release,
+                                    std::memory_order_relaxed);
+  }
+  Status broken_status() const {
+    return static_cast<Status>(line(0).load(std::memory_order_acquire) & 0xffffffff);
+  }
+  int broken_by() const {
+    return static_cast<int>(line(0).load(std::memory_order_acquire) >> 32) - 1;
+  }
 
  private:
   static constexpr size_t kLine = 64;

@@ -86,7 +86,7 @@ void Schedule::abort(Status status) {
   finished_ = true;
   for (TaskId id : ready_) {
     Node &n = nodes_[id];
-    if (n.started && !n.done) n.task->cancel();
+    if (n.started && !n.done) n.task->cancel(status);
   }
 }
 

@@ -24,9 +24,10 @@ class Task {
   // Starts (first call) or continues the task. On Failed, the task has
   // recorded a reason with fail() and sets *status.
   virtual TaskResult progress(Status *status) = 0;
-  // The schedule is being aborted while this task is in flight: stop, and
-  // report from quiescent() when the task no longer touches any buffer.
-  virtual void cancel() {}
+  // The schedule is being aborted (with status `why`, e.g. QUORUM_ERR_TIMEOUT)
+  // while this task is in flight: stop, and report from quiescent() when the
+  // task no longer touches any buffer.
+  virtual void cancel(Status /*why*/) {}
   virtual bool quiescent() const { return true; }
   // For stall reports: what the task waits for, e.g. "recv 4096 B from rank 3".
   virtual std::string describe() const = 0;

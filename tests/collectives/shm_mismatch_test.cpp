@@ -4,7 +4,8 @@
 // size); every rank must fail with QUORUM_ERR_MISMATCH naming a rank that
 // differs from it, and nothing past any rank's buffers may change (the direct
 // paths write into the peers' receive buffers: with the wrong size they would
-// write past them). A later allreduce must fail at once instead of hanging.
+// write past them). A later allreduce must fail at once, as a mismatch,
+// instead of hanging.
 // Exits 0 when every check held, 1 otherwise.
 //
 //   shm_mismatch_test large|small|dtype [--shared]
@@ -113,11 +114,17 @@ int main(int argc, char **argv) {
         std::to_string(after_recv) + " bytes past the receive buffer changed");
 
   // The ranks no longer agree on the shared-memory protocol's state: the next
-  // shm allreduce fails at once (within the timeout), on every rank.
+  // shm allreduce fails at once (no timeout), on every rank, and says why.
   float one = 1.0f;
   const quorum_status_t later =
       quorum_allreduce(comm, QUORUM_IN_PLACE, &one, 1, QUORUM_FLOAT32, QUORUM_SUM);
-  check(later != QUORUM_OK, rank, "an allreduce after the mismatch succeeded");
+  const std::string later_error = later == QUORUM_OK ? "" : quorum_last_error();
+  check(later == QUORUM_ERR_MISMATCH &&
+            later_error.find("no shared-memory allreduce of this communicator can go on") !=
+                std::string::npos,
+        rank,
+        "the allreduce after the mismatch returned " + std::string(quorum_strerror(later)) + ": " +
+            later_error);
 
   if (shared) quorum_mem_free(comm, base);
   quorum_finalize(comm);

@@ -26,7 +26,7 @@ class CountdownTask : public Task {
     order_->push_back(id_);
     return TaskResult::Done;
   }
-  void cancel() override { cancelled_ = true; }
+  void cancel(Status /*why*/) override { cancelled_ = true; }
   std::string describe() const override { return "countdown " + std::to_string(id_); }
   int peer() const override { return id_; }
   bool cancelled_ = false;
@@ -119,7 +119,8 @@ TEST(ProgressEngine, ThreadCompletesRequestsWithoutWaiters) {
   auto req = std::make_shared<Request>(std::move(sched), Deadline::after_ms(5000), "bg op");
   engine.submit(req);
   Deadline d = Deadline::after_ms(5000);
-  while (!req->complete() && !d.expired()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  while (!req->complete() && !d.expired())
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
   EXPECT_TRUE(req->complete());
   EXPECT_EQ(req->status(), QUORUM_OK);
   engine.stop_thread();

@@ -27,8 +27,14 @@ Knob<bool> knob_signature_check("QUORUM_SIGNATURE_CHECK", QUORUM_SIGNATURE_CHECK
                                 "collective with the same count, dtype, op and root (one extra "
                                 "log2(P)-step exchange; on by default in debug builds)");
 
+// Whether `blocks` blocks of `count` elements of `esize` bytes stay far from
+// overflowing a size_t (the schedules add and scale offsets of that size).
+static bool too_large(size_t count, size_t esize, size_t blocks) {
+  return count > (SIZE_MAX / 64) / esize / std::max<size_t>(1, blocks);
+}
+
 Status validate_reduction(const char *what, const void *send, const void *recv, size_t count,
-                          quorum_dtype_t dtype, quorum_op_t op) {
+                          quorum_dtype_t dtype, quorum_op_t op, size_t blocks) {
   if (!valid_dtype(dtype)) {
     return fail(QUORUM_ERR_INVALID_ARG, "api", "{}: unknown dtype {}", what,
                 static_cast<int>(dtype));
@@ -40,8 +46,9 @@ Status validate_reduction(const char *what, const void *send, const void *recv, 
     return fail(QUORUM_ERR_INVALID_ARG, "api", "{}: NULL {} buffer with count {}", what,
                 send == nullptr ? "send" : "receive", count);
   }
-  if (count > (SIZE_MAX / 64) / dtype_size(dtype)) {
-    return fail(QUORUM_ERR_INVALID_ARG, "api", "{}: count {} is too large", what, count);
+  if (too_large(count, dtype_size(dtype), blocks)) {
+    return fail(QUORUM_ERR_INVALID_ARG, "api", "{}: count {}{} is too large", what, count,
+                blocks > 1 ? fmt::format(" x {} ranks", blocks) : std::string());
   }
   return kOk;
 }
@@ -321,6 +328,9 @@ Status Communicator::ibcast(void *buf, size_t bytes, int root, RequestPtr *req, 
     return fail(QUORUM_ERR_INVALID_ARG, "api", "bcast: root {} outside [0, {})", root, size_);
   }
   if (bytes > 0 && buf == nullptr) return fail(QUORUM_ERR_INVALID_ARG, "api", "bcast: NULL buffer");
+  if (too_large(bytes, 1, 1)) {
+    return fail(QUORUM_ERR_INVALID_ARG, "api", "bcast: {} bytes is too large", bytes);
+  }
   CollArgs a{CollKind::Bcast, buf, buf, bytes, QUORUM_FLOAT32, QUORUM_SUM, root};
   return start(a, req, blocking);
 }
@@ -335,6 +345,10 @@ Status Communicator::iallgather(const void *send, void *recv, size_t bytes_per_r
   if (bytes_per_rank > 0 && (recv == nullptr || send == nullptr)) {
     return fail(QUORUM_ERR_INVALID_ARG, "api", "allgather: NULL buffer");
   }
+  if (too_large(bytes_per_rank, 1, static_cast<size_t>(size_))) {
+    return fail(QUORUM_ERR_INVALID_ARG, "api",
+                "allgather: {} bytes per rank x {} ranks is too large", bytes_per_rank, size_);
+  }
   if (send == QUORUM_IN_PLACE) send = static_cast<uint8_t *>(recv) + bytes_per_rank * rank_;
   CollArgs a{CollKind::Allgather, send, recv, bytes_per_rank, QUORUM_FLOAT32, QUORUM_SUM, 0};
   return start(a, req, blocking);
@@ -344,7 +358,7 @@ Status Communicator::ireduce_scatter(const void *send, void *recv, size_t count_
                                      quorum_dtype_t dtype, quorum_op_t op, RequestPtr *req,
                                      bool blocking) {
   QUORUM_CHECK(validate_reduction("reduce_scatter", send == QUORUM_IN_PLACE ? recv : send, recv,
-                                  count_per_rank, dtype, op));
+                                  count_per_rank, dtype, op, static_cast<size_t>(size_)));
   if (send == QUORUM_IN_PLACE) {
     // In place: recv holds all P blocks on entry; this rank's block ends up at its start.
     send = recv;

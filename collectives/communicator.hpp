@@ -172,8 +172,10 @@ class Communicator {
   int next_hook_id_ = 0;
 };
 
-// Argument checks shared by the C and C++ entry points.
+// Argument checks shared by the C and C++ entry points; `blocks`: how many
+// blocks of `count` elements the call's largest buffer holds (reduce-scatter's
+// send buffer: one per rank).
 Status validate_reduction(const char *what, const void *send, const void *recv, size_t count,
-                          quorum_dtype_t dtype, quorum_op_t op);
+                          quorum_dtype_t dtype, quorum_op_t op, size_t blocks = 1);
 
 }  // namespace quorum

@@ -2,6 +2,7 @@
 // never joins (timeout) and a rank that dies (peer failure), over inproc.
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -34,6 +35,34 @@ TEST(CollectiveFailures, InvalidArguments) {
     EXPECT_EQ(c.allgather(nullptr, &x, 4), QUORUM_ERR_INVALID_ARG);
     // Zero counts with NULL buffers are fine.
     EXPECT_EQ(c.allreduce(nullptr, nullptr, 0, QUORUM_FLOAT32, QUORUM_SUM), QUORUM_OK);
+  });
+}
+
+// Sizes whose buffers no process could hold (their byte counts, times the
+// ranks, overflow): refused before anything is sent, never a crash.
+TEST(CollectiveFailures, HugeSizesAreRefused) {
+  run_ranks(2, [](Communicator &c) {
+    float x[4] = {};
+    auto too_large = [](const char *what) {
+      const std::string e = last_error();
+      EXPECT_NE(e.find(what), std::string::npos) << e;
+      EXPECT_NE(e.find("too large"), std::string::npos) << e;
+    };
+    for (size_t n : {SIZE_MAX, SIZE_MAX / 2 + 1, (size_t{1} << 62) + 1}) {
+      SCOPED_TRACE(n);
+      EXPECT_EQ(c.allreduce(x, x + 2, n, QUORUM_FLOAT32, QUORUM_SUM), QUORUM_ERR_INVALID_ARG);
+      too_large("allreduce");
+      EXPECT_EQ(c.allgather(x, x + 2, n), QUORUM_ERR_INVALID_ARG);
+      too_large("allgather");
+      EXPECT_EQ(c.reduce_scatter(x, x + 2, n, QUORUM_FLOAT32, QUORUM_SUM), QUORUM_ERR_INVALID_ARG);
+      too_large("reduce_scatter");
+      EXPECT_EQ(c.bcast(x, n, 0), QUORUM_ERR_INVALID_ARG);
+      too_large("bcast");
+    }
+    // The communicator still works.
+    int32_t one = 1;
+    ASSERT_EQ(c.allreduce(QUORUM_IN_PLACE, &one, 1, QUORUM_INT32, QUORUM_SUM), QUORUM_OK);
+    EXPECT_EQ(one, 2);
   });
 }
 

@@ -1,6 +1,8 @@
 // c_api.cpp: the C API (include/quorum/quorum.h) over the C++ communicator.
 #include <cstring>
+#include <mutex>
 #include <new>
+#include <unordered_set>
 
 #include "collectives/c_api_handles.hpp"
 #include "collectives/communicator.hpp"
@@ -25,6 +27,43 @@ namespace {
       return fail(QUORUM_ERR_INVALID_ARG, "api", "{}: NULL communicator", __func__); \
     }                                                                                \
   } while (0)
+
+// The request handles quorum_iallreduce gave out and nobody released yet. A
+// released one (by quorum_wait, or a quorum_test that set *done) passed again
+// is refused instead of read after it was freed.
+class LiveRequestHandles {
+ public:
+  void add(quorum_request_t r) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    handles_.insert(r);
+  }
+  bool contains(quorum_request_t r) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return handles_.count(r) != 0;
+  }
+  // Removes r; false if it was not live.
+  bool take(quorum_request_t r) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return handles_.erase(r) != 0;
+  }
+
+ private:
+  std::mutex mutex_;
+  std::unordered_set<quorum_request_t> handles_;
+};
+
+// Never destroyed: a thread may still wait on a request while the process exits.
+LiveRequestHandles &live_request_handles() {
+  static auto *handles = new LiveRequestHandles;
+  return *handles;
+}
+
+Status not_live(const char *what, quorum_request_t req) {
+  return fail(QUORUM_ERR_INVALID_ARG, "api",
+              "{}: request {} is not live (released by an earlier quorum_wait, or by a "
+              "quorum_test that reported it done)",
+              what, static_cast<const void *>(req));
+}
 
 Status make_comm(std::unique_ptr<quorum::Bootstrap> bootstrap, quorum_comm_t *out) {
   std::unique_ptr<Communicator> comm;
@@ -103,20 +142,23 @@ quorum_status_t quorum_iallreduce(quorum_comm_t comm, const void *send, void *re
   RequestPtr r;
   QUORUM_CHECK(comm->comm->iallreduce(send, recv, count, dtype, op, &r));
   *req = new quorum_request{comm->comm.get(), std::move(r)};
+  live_request_handles().add(*req);
   return QUORUM_OK;
 }
 
 quorum_status_t quorum_test(quorum_request_t req, int *done) {
   if (!req || !done) return fail(QUORUM_ERR_INVALID_ARG, "api", "quorum_test: NULL argument");
+  if (!live_request_handles().contains(req)) return not_live("quorum_test", req);
   bool finished = false;
   Status s = req->comm->test(req->req, &finished);
   *done = finished ? 1 : 0;
-  if (finished) delete req;
+  if (finished && live_request_handles().take(req)) delete req;
   return s;
 }
 
 quorum_status_t quorum_wait(quorum_request_t req) {
   if (!req) return fail(QUORUM_ERR_INVALID_ARG, "api", "quorum_wait: NULL request");
+  if (!live_request_handles().take(req)) return not_live("quorum_wait", req);
   Status s = req->comm->wait(req->req);
   delete req;
   return s;

@@ -86,7 +86,8 @@ quorum_status_t quorum_allreduce(quorum_comm_t comm, const void *send, void *rec
 quorum_status_t quorum_iallreduce(quorum_comm_t comm, const void *send, void *recv, size_t count,
                                   quorum_dtype_t dtype, quorum_op_t op, quorum_request_t *req);
 /* quorum_test sets *done to 1 when the request completed; the request is then
- * released (as by quorum_wait) and the handle must not be used again. */
+ * released (as by quorum_wait) and the handle must not be used again (passed
+ * again, a released handle fails with QUORUM_ERR_INVALID_ARG). */
 quorum_status_t quorum_test(quorum_request_t req, int *done);
 quorum_status_t quorum_wait(quorum_request_t req);
 quorum_status_t quorum_bcast(quorum_comm_t comm, void *buf, size_t bytes, int root);

@@ -4,13 +4,13 @@
 #include <stdio.h>
 #include <string.h>
 
-#define CHECK(cond)                                                              \
-  do {                                                                           \
-    if (!(cond)) {                                                               \
-      fprintf(stderr, "%s:%d: check failed: %s (last error: %s)\n", __FILE__, __LINE__, \
-              #cond, quorum_last_error());                                       \
-      return 1;                                                                  \
-    }                                                                            \
+#define CHECK(cond)                                                                            \
+  do {                                                                                         \
+    if (!(cond)) {                                                                             \
+      fprintf(stderr, "%s:%d: check failed: %s (last error: %s)\n", __FILE__, __LINE__, #cond, \
+              quorum_last_error());                                                            \
+      return 1;                                                                                \
+    }                                                                                          \
   } while (0)
 
 int main(void) {
@@ -27,6 +27,16 @@ int main(void) {
   CHECK(quorum_iallreduce(comm, QUORUM_IN_PLACE, out, 4, QUORUM_FLOAT32, QUORUM_MAX, &req) ==
         QUORUM_OK);
   CHECK(quorum_wait(req) == QUORUM_OK);
+  /* A released handle is refused, not read after it was freed. */
+  CHECK(quorum_wait(req) == QUORUM_ERR_INVALID_ARG);
+  CHECK(strstr(quorum_last_error(), "is not live") != NULL);
+  int done = 0;
+  CHECK(quorum_test(req, &done) == QUORUM_ERR_INVALID_ARG && done == 0);
+  CHECK(quorum_iallreduce(comm, QUORUM_IN_PLACE, out, 4, QUORUM_FLOAT32, QUORUM_MAX, &req) ==
+        QUORUM_OK);
+  while (!done) CHECK(quorum_test(req, &done) == QUORUM_OK);
+  CHECK(quorum_test(req, &done) == QUORUM_ERR_INVALID_ARG);
+  CHECK(quorum_wait(req) == QUORUM_ERR_INVALID_ARG);
   /* A request not yet waited for keeps finalize from freeing the handle. */
   CHECK(quorum_iallreduce(comm, QUORUM_IN_PLACE, out, 4, QUORUM_FLOAT32, QUORUM_SUM, &req) ==
         QUORUM_OK);

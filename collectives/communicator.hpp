@@ -172,9 +172,10 @@ class Communicator {
   int next_hook_id_ = 0;
 };
 
-// Argument checks shared by the C and C++ entry points; `blocks`: how many
-// blocks of `count` elements the call's largest buffer holds (reduce-scatter's
-// send buffer: one per rank).
+// Argument checks shared by the C and C++ entry points; the send buffer holds
+// `blocks` blocks of `count` elements (reduce-scatter: one per rank), the
+// receive buffer one. A send buffer that overlaps the receive buffer without
+// being it (in place) is refused.
 Status validate_reduction(const char *what, const void *send, const void *recv, size_t count,
                           quorum_dtype_t dtype, quorum_op_t op, size_t blocks = 1);
 

@@ -38,6 +38,32 @@ TEST(CollectiveFailures, InvalidArguments) {
   });
 }
 
+// A send buffer that overlaps the receive buffer without being it (or, for
+// allgather, this rank's block of it): refused on every rank before anything
+// is sent, since the result would depend on the order of the writes.
+TEST(CollectiveFailures, OverlappingBuffersAreRefused) {
+  run_ranks(2, [](Communicator &c) {
+    float x[32] = {};
+    auto overlap_refused = [](const char *what) {
+      const std::string e = last_error();
+      EXPECT_NE(e.find(what), std::string::npos) << e;
+      EXPECT_NE(e.find("overlap"), std::string::npos) << e;
+    };
+    EXPECT_EQ(c.allreduce(x, x + 2, 4, QUORUM_FLOAT32, QUORUM_SUM), QUORUM_ERR_INVALID_ARG);
+    overlap_refused("allreduce");
+    EXPECT_EQ(c.allreduce(x + 2, x, 4, QUORUM_FLOAT32, QUORUM_SUM), QUORUM_ERR_INVALID_ARG);
+    // reduce_scatter's send holds one block per rank: 8 floats here.
+    EXPECT_EQ(c.reduce_scatter(x, x + 7, 4, QUORUM_FLOAT32, QUORUM_SUM), QUORUM_ERR_INVALID_ARG);
+    overlap_refused("reduce_scatter");
+    EXPECT_EQ(c.allgather(x + 1, x, 16), QUORUM_ERR_INVALID_ARG);
+    overlap_refused("allgather");
+    // Touching is not overlapping; the buffers stay usable.
+    for (int i = 0; i < 4; ++i) x[i] = 1.0f;
+    ASSERT_EQ(c.allreduce(x, x + 4, 4, QUORUM_FLOAT32, QUORUM_SUM), QUORUM_OK) << last_error();
+    EXPECT_EQ(x[7], 2.0f);
+  });
+}
+
 // Sizes whose buffers no process could hold (their byte counts, times the
 // ranks, overflow): refused before anything is sent, never a crash.
 TEST(CollectiveFailures, HugeSizesAreRefused) {

@@ -38,25 +38,27 @@ TEST(CollectiveFailures, InvalidArguments) {
   });
 }
 
+// The last error names the call and the reason.
+void expect_error_names(const char *call, const char *reason) {
+  const std::string e = last_error();
+  EXPECT_NE(e.find(call), std::string::npos) << e;
+  EXPECT_NE(e.find(reason), std::string::npos) << e;
+}
+
 // A send buffer that overlaps the receive buffer without being it (or, for
 // allgather, this rank's block of it): refused on every rank before anything
 // is sent, since the result would depend on the order of the writes.
 TEST(CollectiveFailures, OverlappingBuffersAreRefused) {
   run_ranks(2, [](Communicator &c) {
     float x[32] = {};
-    auto overlap_refused = [](const char *what) {
-      const std::string e = last_error();
-      EXPECT_NE(e.find(what), std::string::npos) << e;
-      EXPECT_NE(e.find("overlap"), std::string::npos) << e;
-    };
     EXPECT_EQ(c.allreduce(x, x + 2, 4, QUORUM_FLOAT32, QUORUM_SUM), QUORUM_ERR_INVALID_ARG);
-    overlap_refused("allreduce");
+    expect_error_names("allreduce", "overlap");
     EXPECT_EQ(c.allreduce(x + 2, x, 4, QUORUM_FLOAT32, QUORUM_SUM), QUORUM_ERR_INVALID_ARG);
     // reduce_scatter's send holds one block per rank: 8 floats here.
     EXPECT_EQ(c.reduce_scatter(x, x + 7, 4, QUORUM_FLOAT32, QUORUM_SUM), QUORUM_ERR_INVALID_ARG);
-    overlap_refused("reduce_scatter");
+    expect_error_names("reduce_scatter", "overlap");
     EXPECT_EQ(c.allgather(x + 1, x, 16), QUORUM_ERR_INVALID_ARG);
-    overlap_refused("allgather");
+    expect_error_names("allgather", "overlap");
     // Touching is not overlapping; the buffers stay usable.
     for (int i = 0; i < 4; ++i) x[i] = 1.0f;
     ASSERT_EQ(c.allreduce(x, x + 4, 4, QUORUM_FLOAT32, QUORUM_SUM), QUORUM_OK) << last_error();
@@ -69,21 +71,16 @@ TEST(CollectiveFailures, OverlappingBuffersAreRefused) {
 TEST(CollectiveFailures, HugeSizesAreRefused) {
   run_ranks(2, [](Communicator &c) {
     float x[4] = {};
-    auto too_large = [](const char *what) {
-      const std::string e = last_error();
-      EXPECT_NE(e.find(what), std::string::npos) << e;
-      EXPECT_NE(e.find("too large"), std::string::npos) << e;
-    };
     for (size_t n : {SIZE_MAX, SIZE_MAX / 2 + 1, (size_t{1} << 62) + 1}) {
       SCOPED_TRACE(n);
       EXPECT_EQ(c.allreduce(x, x + 2, n, QUORUM_FLOAT32, QUORUM_SUM), QUORUM_ERR_INVALID_ARG);
-      too_large("allreduce");
+      expect_error_names("allreduce", "too large");
       EXPECT_EQ(c.allgather(x, x + 2, n), QUORUM_ERR_INVALID_ARG);
-      too_large("allgather");
+      expect_error_names("allgather", "too large");
       EXPECT_EQ(c.reduce_scatter(x, x + 2, n, QUORUM_FLOAT32, QUORUM_SUM), QUORUM_ERR_INVALID_ARG);
-      too_large("reduce_scatter");
+      expect_error_names("reduce_scatter", "too large");
       EXPECT_EQ(c.bcast(x, n, 0), QUORUM_ERR_INVALID_ARG);
-      too_large("bcast");
+      expect_error_names("bcast", "too large");
     }
     // The communicator still works.
     int32_t one = 1;

@@ -2,7 +2,6 @@
 #include "collectives/communicator.hpp"
 
 #include <algorithm>
-#include <cstdint>
 #include <cstring>
 
 #include "collectives/device_staging.hpp"
@@ -34,12 +33,6 @@ static bool too_large(size_t count, size_t esize, size_t blocks) {
   return count > (SIZE_MAX / 64) / esize / std::max<size_t>(1, blocks);
 }
 
-// Whether [a, a + a_bytes) and [b, b + b_bytes) share a byte.
-static bool overlap(const void *a, size_t a_bytes, const void *b, size_t b_bytes) {
-  const auto pa = reinterpret_cast<uintptr_t>(a), pb = reinterpret_cast<uintptr_t>(b);
-  return a_bytes > 0 && b_bytes > 0 && pa < pb + b_bytes && pb < pa + a_bytes;
-}
-
 Status validate_reduction(const char *what, const void *send, const void *recv, size_t count,
                           quorum_dtype_t dtype, quorum_op_t op, size_t blocks) {
   if (!valid_dtype(dtype)) {
@@ -58,7 +51,7 @@ Status validate_reduction(const char *what, const void *send, const void *recv, 
                 blocks > 1 ? fmt::format(" x {} ranks", blocks) : std::string());
   }
   const size_t bytes = count * dtype_size(dtype);
-  if (send != recv && overlap(send, std::max<size_t>(1, blocks) * bytes, recv, bytes)) {
+  if (send != recv && ranges_overlap(send, std::max<size_t>(1, blocks) * bytes, recv, bytes)) {
     return fail(QUORUM_ERR_INVALID_ARG, "api",
                 "{}: the send and receive buffers overlap without being the same (in place: "
                 "pass QUORUM_IN_PLACE)",
@@ -363,9 +356,10 @@ Status Communicator::iallgather(const void *send, void *recv, size_t bytes_per_r
     return fail(QUORUM_ERR_INVALID_ARG, "api",
                 "allgather: {} bytes per rank x {} ranks is too large", bytes_per_rank, size_);
   }
-  if (send == QUORUM_IN_PLACE) send = static_cast<uint8_t *>(recv) + bytes_per_rank * rank_;
-  if (send != static_cast<uint8_t *>(recv) + bytes_per_rank * rank_ &&
-      overlap(send, bytes_per_rank, recv, bytes_per_rank * static_cast<size_t>(size_))) {
+  const void *own_block = static_cast<uint8_t *>(recv) + bytes_per_rank * rank_;
+  if (send == QUORUM_IN_PLACE) send = own_block;
+  if (send != own_block &&
+      ranges_overlap(send, bytes_per_rank, recv, bytes_per_rank * static_cast<size_t>(size_))) {
     return fail(QUORUM_ERR_INVALID_ARG, "api",
                 "allgather: the send buffer overlaps the receive buffer other than as this "
                 "rank's block (in place: pass QUORUM_IN_PLACE)");

@@ -32,6 +32,12 @@ inline bool round_up(size_t bytes, size_t align, size_t *out) {
   return true;
 }
 
+// Whether [a, a + a_bytes) and [b, b + b_bytes) share a byte.
+inline bool ranges_overlap(const void *a, size_t a_bytes, const void *b, size_t b_bytes) {
+  const auto pa = reinterpret_cast<uintptr_t>(a), pb = reinterpret_cast<uintptr_t>(b);
+  return a_bytes > 0 && b_bytes > 0 && pa < pb + b_bytes && pb < pa + a_bytes;
+}
+
 struct FreeDeleter {
   void operator()(void *p) const;
 };

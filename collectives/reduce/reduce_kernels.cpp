@@ -23,6 +23,7 @@
 
 #include "collectives/reduce/half.hpp"
 #include "runtime/knobs.hpp"
+#include "runtime/memory.hpp"
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <cpuid.h>
@@ -336,11 +337,6 @@ bool aligned(const void *p, size_t alignment) {
   return reinterpret_cast<uintptr_t>(p) % alignment == 0;
 }
 
-bool overlap(const void *p, const void *q, size_t bytes) {
-  const auto a = reinterpret_cast<uintptr_t>(p), b = reinterpret_cast<uintptr_t>(q);
-  return a < b + bytes && b < a + bytes;
-}
-
 // Byte-misaligned buffers (element types need natural alignment) are reduced
 // chunk by chunk in aligned stack buffers. Each chunk reads both inputs before
 // it writes, so out may also be exactly a or b here.
@@ -375,13 +371,13 @@ Status reduce_into(void *inout, const void *in, size_t count, quorum_dtype_t dty
   const size_t esize = dtype_size(dtype);
   const Kernels &k = *select_kernels(dtype, op);
   if (!aligned(inout, esize) || !aligned(in, esize)) {
-    if (inout != in && overlap(inout, in, count * esize))
+    if (inout != in && ranges_overlap(inout, count * esize, in, count * esize))
       return fail(QUORUM_ERR_INVALID_ARG, kSubsystem,
                   "reduce_into: buffers overlap partially ({} x {})", count, dtype_name(dtype));
     bounce_reduce(k, esize, inout, inout, in, count);
   } else if (inout == in) {
     k.self(inout, count);
-  } else if (overlap(inout, in, count * esize)) {
+  } else if (ranges_overlap(inout, count * esize, in, count * esize)) {
     return fail(QUORUM_ERR_INVALID_ARG, kSubsystem,
                 "reduce_into: buffers overlap partially ({} x {})", count, dtype_name(dtype));
   } else {
@@ -402,7 +398,7 @@ Status reduce_out(void *out, const void *a, const void *b, size_t count, quorum_
   if (out == b) return reduce_into(out, a, count, dtype, op);
   const size_t esize = dtype_size(dtype);
   const size_t bytes = count * esize;
-  if (overlap(out, a, bytes) || overlap(out, b, bytes))
+  if (ranges_overlap(out, bytes, a, bytes) || ranges_overlap(out, bytes, b, bytes))
     return fail(QUORUM_ERR_INVALID_ARG, kSubsystem,
                 "reduce_out: output overlaps an input partially ({} x {})", count,
                 dtype_name(dtype));

@@ -10,6 +10,7 @@
 #endif
 
 #include "collectives/reduce/reduce_kernels.hpp"
+#include "runtime/memory.hpp"
 
 namespace quorum {
 
@@ -74,10 +75,9 @@ Status reduce_out_streaming(void *out, const void *a, const void *b, size_t coun
   auto *o = static_cast<uint8_t *>(out);
   const auto *pa = static_cast<const uint8_t *>(a);
   const auto *pb = static_cast<const uint8_t *>(b);
-  const uintptr_t lo = reinterpret_cast<uintptr_t>(o), hi = lo + count * esize;
-  for (const uint8_t *in : {pa, pb}) {
-    const uintptr_t p = reinterpret_cast<uintptr_t>(in);
-    if (p < hi && lo < p + count * esize) return reduce_out(out, a, b, count, dtype, op);
+  const size_t bytes = count * esize;
+  if (ranges_overlap(o, bytes, pa, bytes) || ranges_overlap(o, bytes, pb, bytes)) {
+    return reduce_out(out, a, b, count, dtype, op);
   }
   for (size_t done = 0; done < count; done += per_block) {
     const size_t n = std::min(per_block, count - done);

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "collectives/algorithms/shm_path_choice.hpp"
 #include "collectives/device_staging.hpp"
 #include "collectives/reduce/reduce_kernels.hpp"
 #include "collectives/signature.hpp"
@@ -97,6 +98,10 @@ Status Communicator::create(std::unique_ptr<Bootstrap> bootstrap,
     comm->engine_ = std::make_unique<ProgressEngine>(ProgressSource{}, comm->rank_);
   }
   comm->engine_->set_spin(static_cast<int>(comm->layout_.local.size()), usable_core_count());
+  if (comm->shm_) {
+    QUORUM_CHECK(choose_cross_memory_path(comm->shm_.get(), comm->transport_.get(), *comm->engine_,
+                                          ShmGroup::of(*comm->bootstrap_), knob_timeout_ms.get()));
+  }
   int local_rank = comm->layout_.local_rank;
   comm->engine_->set_thread_init([local_rank] { bind_progress_thread(local_rank); });
   if (comm->progress_mode_ == "on") comm->engine_->start_thread();
@@ -255,7 +260,12 @@ Status Communicator::make_shm_channel(std::unique_ptr<ShmChannel> *out) {
   out->reset();
   if (!shm_) return kOk;
   // The communicator's symmetric buffers (quorum_mem_alloc) are visible to it.
-  return ShmChannel::create(shm_group(), out, shm_->shared_regions());
+  QUORUM_CHECK(ShmChannel::create(shm_group(), out, shm_->shared_regions()));
+  // Both automatic: the path the communicator's probe chose (the same on every rank).
+  if (*out && (*out)->cross_memory_automatic() && shm_->cross_memory_automatic()) {
+    (*out)->set_cross_memory_bytes(shm_->cross_memory_bytes());
+  }
+  return kOk;
 }
 
 Status Communicator::alloc_symmetric(ShmChannel &channel, size_t bytes, void **out) {

@@ -102,6 +102,11 @@ class Communicator {
   // which that path is offered (SIZE_MAX: never, or no shm channel).
   uint64_t cross_memory_allreduces() const { return shm_ ? shm_->cross_memory_ops() : 0; }
   size_t cross_memory_min_bytes() const { return shm_ ? shm_->cross_memory_bytes() : SIZE_MAX; }
+  // What the probe of the cross-memory path against the copy path measured
+  // when the communicator was made (ran: false where it did not run).
+  ShmChannel::PathProbe cross_memory_path_probe() const {
+    return shm_ ? shm_->path_probe() : ShmChannel::PathProbe{};
+  }
   // Out of place, messages above this size copy instead (SIZE_MAX: no limit).
   size_t cross_memory_out_of_place_max_bytes() const {
     return shm_ ? shm_->cross_memory_out_of_place_max_bytes() : SIZE_MAX;

@@ -164,15 +164,16 @@ Status ShmChannel::create(const ShmGroup &group, std::unique_ptr<ShmChannel> *ou
   ch->zero_copy_bytes_ = zero_copy <= 0 ? SIZE_MAX : std::max<size_t>(4096, zero_copy);
   // Collective: every rank takes part; one whose knob says never turns it off for all.
   int64_t cross_memory = knob_shm_cross_memory_bytes.get();
+  const bool automatic = cross_memory < 0 && ranks_have_own_cores(p);
   // Per rank and block, 2 (P - 1) system calls move 1/P of the message each:
   // the threshold grows with P, up to the 1 MiB ranks that share cores use.
   if (cross_memory < 0) {
-    cross_memory =
-        ranks_have_own_cores(p) ? std::min<int64_t>(int64_t{32 << 10} * p, 1 << 20) : 1 << 20;
+    cross_memory = automatic ? std::min<int64_t>(int64_t{32 << 10} * p, 1 << 20) : 1 << 20;
   }
   bool attach = false;
   QUORUM_CHECK(probe_cross_memory(group, cross_memory > 0, &attach));
   ch->cross_memory_bytes_ = !attach ? SIZE_MAX : std::max<size_t>(4096, cross_memory);
+  ch->cross_memory_automatic_ = attach && automatic;
   ch->cross_memory_block_bytes_ =
       static_cast<size_t>(std::max<int64_t>(4096, knob_shm_cross_memory_block_bytes.get()));
   // Both knobs below: -1 derives from the out-of-place size from which the

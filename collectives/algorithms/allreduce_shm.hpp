@@ -127,6 +127,23 @@ class ShmChannel {
   // QUORUM_SHM_CROSS_MEMORY_BYTES (SIZE_MAX: never, also when the ranks cannot
   // attach to each other's memory), read when the channel was made.
   size_t cross_memory_bytes() const { return cross_memory_bytes_; }
+  // Whether that came from the knob's automatic rule with the path on (ranks
+  // that can attach, a core each): choose_cross_memory_path may then time it
+  // against the copy path and turn it off.
+  bool cross_memory_automatic() const { return cross_memory_automatic_; }
+  // Every rank alike, between ops: the cross-memory path from `bytes` on
+  // (SIZE_MAX: never). Safe while a peer still finishes an earlier op: a path
+  // is taken only when every rank's first posted line offers it.
+  void set_cross_memory_bytes(size_t bytes) { cross_memory_bytes_ = bytes; }
+  // What choose_cross_memory_path measured on this rank (ran: it timed both).
+  struct PathProbe {
+    bool ran = false;
+    bool copy_chosen = false;
+    uint64_t cross_memory_ns = 0, copy_ns = 0;  // this rank's medians
+    uint64_t cross_memory_ops = 0;              // of its ops, those that went cross-memory
+  };
+  const PathProbe &path_probe() const { return path_probe_; }
+  void set_path_probe(const PathProbe &probe) { path_probe_ = probe; }
   // QUORUM_SHM_CROSS_MEMORY_BLOCK_BYTES (at least 4096).
   size_t cross_memory_block_bytes() const { return cross_memory_block_bytes_; }
   // QUORUM_SHM_CROSS_MEMORY_OUT_OF_PLACE_MAX_BYTES (SIZE_MAX: no limit).
@@ -268,6 +285,8 @@ class ShmChannel {
   size_t zero_copy_bytes_ = SIZE_MAX;
   size_t streaming_bytes_ = SIZE_MAX;
   size_t cross_memory_bytes_ = SIZE_MAX;
+  bool cross_memory_automatic_ = false;
+  PathProbe path_probe_;
   size_t cross_memory_out_of_place_max_bytes_ = SIZE_MAX;
   size_t cross_memory_block_bytes_ = 128 * 1024;
   std::atomic<uint64_t> next_chunk_{0};

@@ -15,8 +15,10 @@
 #include <vector>
 
 #include "collectives/algorithms/algorithm.hpp"
+#include "collectives/algorithms/shm_path_choice.hpp"
 #include "collectives/communicator.hpp"
 #include "collectives/reduce/reduce_kernels.hpp"
+#include "runtime/topology.hpp"
 #include "tests/support/sanitizers.hpp"
 #include "tests/support/values.hpp"
 
@@ -288,6 +290,37 @@ inline void CrossMemoryOnOrdinaryBuffers(Communicator &c) {
     EXPECT_EQ(taken, calls) << "rank " << r;
   } else if (c.cross_memory_min_bytes() == SIZE_MAX) {
     EXPECT_EQ(taken, 0u) << "rank " << r;
+  }
+}
+
+// The probe that timed the cross-memory path against the copy path when the
+// communicator was made: every rank ends with the same choice, and where it
+// ran, its cross-memory turns took that path (and its copy turns did not) and
+// both were timed. QUORUM_TEST_EXPECT_PATH_PROBE=1: it must have run where
+// every rank has a core of its own; 0: it must not have run.
+inline void CrossMemoryPathChosenTogether(Communicator &c) {
+  const ShmChannel::PathProbe probe = c.cross_memory_path_probe();
+  const uint64_t mine[3] = {c.cross_memory_min_bytes(), probe.ran, probe.copy_chosen};
+  std::vector<uint64_t> all(3 * static_cast<size_t>(c.size()));
+  ASSERT_EQ(c.allgather(mine, all.data(), sizeof(mine)), QUORUM_OK) << last_error();
+  for (int q = 0; q < c.size(); ++q) {
+    for (int i = 0; i < 3; ++i) {
+      EXPECT_EQ(all[3 * static_cast<size_t>(q) + i], mine[i])
+          << "rank " << c.rank() << " vs rank " << q << ", field " << i;
+    }
+  }
+  if (probe.ran) {
+    EXPECT_EQ(probe.cross_memory_ops, static_cast<uint64_t>(kProbeOpsPerPath));
+    EXPECT_GT(probe.cross_memory_ns, 0u);
+    EXPECT_GT(probe.copy_ns, 0u);
+    EXPECT_EQ(c.cross_memory_min_bytes() == SIZE_MAX, probe.copy_chosen);
+  }
+  const char *expect = std::getenv("QUORUM_TEST_EXPECT_PATH_PROBE");
+  if (expect && std::string(expect) == "0") {
+    EXPECT_FALSE(probe.ran) << "rank " << c.rank();
+  }
+  if (expect && std::string(expect) == "1" && c.size() <= usable_core_count()) {
+    EXPECT_TRUE(probe.ran) << "rank " << c.rank() << ": the probe did not run";
   }
 }
 

@@ -19,6 +19,9 @@ TEST_F(ProcessCollectives, RunsOverUcx) {
   EXPECT_GT(test::process_comm()->size(), 1) << "run under quorum-run or mpirun";
   EXPECT_STREQ(test::process_comm()->transport_name(), "ucx");
 }
+TEST_F(ProcessCollectives, CrossMemoryPathChosenTogether) {
+  test::CrossMemoryPathChosenTogether(*test::process_comm());
+}
 TEST_F(ProcessCollectives, Allreduce) {
   test::AllreduceEveryDtypeAndOp(*test::process_comm());
 }

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "collectives/algorithms/allreduce_shm.hpp"
+#include "collectives/algorithms/shm_path_choice.hpp"
 #include "runtime/knobs.hpp"
 
 namespace quorum {
@@ -88,6 +89,20 @@ TEST(ShmChannel, CrossMemoryOutOfPlaceMaxFromKnob) {
   auto ch = one_rank_channel();
   ASSERT_TRUE(ch);
   EXPECT_EQ(ch->cross_memory_out_of_place_max_bytes(), 2 * ch->streaming_bytes());
+}
+
+// The probe's verdict from every rank's medians (cross-memory, copy; ns): the
+// copy path must be faster by more than a quarter over the ranks' sum.
+TEST(ShmChannel, CopyPathWinsOnlyByAClearMargin) {
+  EXPECT_TRUE(copy_path_wins({176000, 101000, 176000, 102000}));   // 1.7x
+  EXPECT_FALSE(copy_path_wins({100000, 150000, 100000, 150000}));  // cross-memory faster
+  EXPECT_FALSE(copy_path_wins({120000, 100000, 120000, 100000}));  // within the margin
+  EXPECT_FALSE(copy_path_wins({125000, 100000}));                  // exactly a quarter
+  EXPECT_TRUE(copy_path_wins({126000, 100000}));
+  // The sum decides: one rank slower on the copy path outweighs the other's gain.
+  EXPECT_FALSE(copy_path_wins({200000, 100000, 100000, 300000}));
+  EXPECT_FALSE(copy_path_wins({}));
+  EXPECT_FALSE(copy_path_wins({100000, 0}));
 }
 
 TEST(ShmChannel, DonePrefixInOrderAndOutOfOrder) {

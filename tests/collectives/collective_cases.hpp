@@ -95,10 +95,11 @@ inline void NonBlockingAllreduceOverlaps(Communicator &c) {
 // that lent it): whatever a rank's own call looks like, every rank must take
 // the same protocol. Sizes from the flag line to many shm chunks (a message
 // of one chunk, 256 KiB, is where 2 ranks chose differently once and waited
-// on each other until the timeout), on ordinary and mem_alloc buffers.
+// on each other until the timeout; 512 KiB is one chunk sliced on 2 ranks),
+// on ordinary and mem_alloc buffers.
 inline void InPlaceOnSomeRanksOnly(Communicator &c) {
   const int p = c.size(), r = c.rank();
-  const size_t counts[] = {1, 7, 5000, 40000, 65536, 300000};
+  const size_t counts[] = {1, 7, 5000, 40000, 65536, 131072, 300000};
   constexpr size_t kMax = 300000;
   void *sym = nullptr;
   ASSERT_EQ(c.mem_alloc(2 * kMax * sizeof(int32_t), &sym), QUORUM_OK) << last_error();
@@ -360,7 +361,7 @@ inline void HugeAllocationsAreRefused(Communicator &c) {
 // next allreduce then waits forever) and a peer may rewrite a slot still read.
 inline void ZeroCopyOvertakesCopy(Communicator &c) {
   const int p = c.size(), r = c.rank();
-  const size_t big = 100000;  // two 256 KiB chunks of int32
+  const size_t big = 200000;  // two 512 KiB chunks of int32
   const size_t n = 70001;     // above QUORUM_SHM_ZERO_COPY_BYTES
   void *sym = nullptr;
   ASSERT_EQ(c.mem_alloc(n * sizeof(int32_t), &sym), QUORUM_OK) << last_error();

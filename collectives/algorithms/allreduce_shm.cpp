@@ -247,7 +247,8 @@ class ShmAllreduceTask : public Task {
         dtype_(a.dtype),
         op_(a.op),
         es_(dtype_size(a.dtype)),
-        identity_(a.send_identity) {
+        identity_(a.send_identity),
+        barrier_(a.kind == CollKind::Barrier) {
     chunk_elems_ = std::max<size_t>(1, ch->chunk_bytes() / es_);
     nchunks_ = (count_ + chunk_elems_ - 1) / chunk_elems_;
     base_ = ch->reserve(nchunks_);
@@ -345,8 +346,8 @@ class ShmAllreduceTask : public Task {
   bool moved() const { return moved_; }
 
   std::string describe() const override {
-    return fmt::format("shm allreduce chunk {} of {} (stage {})", first_, nchunks_,
-                       first_ < nchunks_ ? int{stage_[first_]} : int{kDone});
+    return fmt::format("shm {} chunk {} of {} (stage {})", barrier_ ? "barrier" : "allreduce",
+                       first_, nchunks_, first_ < nchunks_ ? int{stage_[first_]} : int{kDone});
   }
 
  private:
@@ -414,8 +415,7 @@ class ShmAllreduceTask : public Task {
       fill_deferred_ = c == 0 && path_ == Path::Undecided;
       if (!fill_deferred_) fill_slot(s, off, n);
       if (c == 0) {
-        ch_->posted_signature(me, s).store(ShmChannel::op_signature(count_ * es_, dtype_, op_),
-                                           std::memory_order_relaxed);
+        ch_->posted_signature(me, s).store(signature(), std::memory_order_relaxed);
       }
       if (c == 0 && !inline_payload_) {
         // A descriptor even when this rank is no candidate (it says "no
@@ -534,7 +534,7 @@ class ShmAllreduceTask : public Task {
   // of the op has been read or written outside this rank's own buffers.
   bool signatures_agree(int s) {
     const int me = ch_->rank();
-    const uint64_t mine = ShmChannel::op_signature(count_ * es_, dtype_, op_);
+    const uint64_t mine = signature();
     for (int q = 0; q < ch_->size(); ++q) {
       const uint64_t theirs = ch_->posted_signature(q, s).load(std::memory_order_relaxed);
       if (theirs == mine) continue;
@@ -546,7 +546,13 @@ class ShmAllreduceTask : public Task {
     }
     return true;
   }
+  // A barrier's never equals an allreduce's (no dtype has that code).
+  static constexpr uint64_t kBarrierSignature = ShmChannel::op_signature(0, 0xff, 0xff);
+  uint64_t signature() const {
+    return barrier_ ? kBarrierSignature : ShmChannel::op_signature(count_ * es_, dtype_, op_);
+  }
   static std::string describe_signature(uint64_t signature) {
+    if (signature == kBarrierSignature) return "barrier";
     const auto dtype = static_cast<quorum_dtype_t>((signature >> 48) & 0xff);
     const auto op = static_cast<quorum_op_t>(signature >> 56);
     const uint64_t bytes = signature & ShmChannel::kTagMask;
@@ -808,6 +814,7 @@ class ShmAllreduceTask : public Task {
   bool cross_memory_candidate_ = false;
   Status error_ = kOk;                // the direct paths' failure
   bool identity_ = false;             // this rank contributes the identity
+  bool barrier_ = false;              // a barrier (one element): its own signature
   std::vector<uint8_t *> sources_;    // contributing ranks' send buffers (zero-copy)
   std::vector<uint8_t *> peer_recv_;  // every rank's receive buffer (zero-copy)
   struct Peer {
@@ -849,8 +856,9 @@ Status shm_allreduce_inline(ShmChannel *ch, Transport *t, const CollArgs &a, Pro
     if (!deadline) deadline = Deadline::after_ms(timeout_ms);
     if (deadline->expired()) {
       task.cancel(QUORUM_ERR_TIMEOUT);
-      return fail(QUORUM_ERR_TIMEOUT, "progress",
-                  "allreduce (shm, count {}) on rank {} timed out after {} ms: {}", a.count,
+      return fail(QUORUM_ERR_TIMEOUT, "progress", "{} on rank {} timed out after {} ms: {}",
+                  a.kind == CollKind::Barrier ? std::string("barrier (shm)")
+                                              : fmt::format("allreduce (shm, count {})", a.count),
                   ch->rank(), timeout_ms, task.describe());
     }
     if (now - stalled_since > spin_ns)

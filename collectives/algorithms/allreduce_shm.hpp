@@ -103,7 +103,8 @@ class ShmChannel;
 // a schedule (the small-message fast path); polls `engine` now and then,
 // naps nap_us between polls once the protocol has stalled for spin_ns (the
 // engine's choice: short when ranks share cores), and gives up with
-// QUORUM_ERR_TIMEOUT after timeout_ms (<= 0: never).
+// QUORUM_ERR_TIMEOUT after timeout_ms (<= 0: never). a.kind Barrier (one
+// int32 sum): a barrier, whose signature matches no allreduce.
 Status shm_allreduce_inline(ShmChannel *ch, Transport *t, const CollArgs &a, ProgressEngine &engine,
                             int64_t timeout_ms, uint64_t spin_ns, int64_t nap_us);
 
@@ -200,7 +201,7 @@ class ShmChannel {
     return *reinterpret_cast<std::atomic<uint64_t> *>(posted_payload(r, s) + kInlinePayload);
   }
   // An op's size in bytes (low 48 bits), dtype and op, as one word.
-  static uint64_t op_signature(uint64_t bytes, int dtype, int op) {
+  static constexpr uint64_t op_signature(uint64_t bytes, int dtype, int op) {
     return (bytes & kTagMask) | (static_cast<uint64_t>(dtype & 0xff) << 48) |
            (static_cast<uint64_t>(op & 0xff) << 56);
   }

@@ -8,11 +8,13 @@
 // instead of hanging.
 // Exits 0 when every check held, 1 otherwise.
 //
-//   shm_mismatch_test large|small|dtype [--shared]
+//   shm_mismatch_test large|small|dtype|barrier [--shared]
 //
 // large: 1 Mi vs 2 Mi floats (cross-memory or copy path, by QUORUM_SHM_*
 // knobs); small: 4 vs 8 floats (messages that ride in the flag line); dtype:
-// 2 Mi float32 vs 1 Mi float64. --shared: buffers from quorum_mem_alloc (the
+// 2 Mi float32 vs 1 Mi float64; barrier: the last rank calls quorum_barrier
+// (one flag round trip through the segment, like a one-float allreduce) while
+// the others allreduce one float. --shared: buffers from quorum_mem_alloc (the
 // zero-copy path).
 #include <cstdint>
 #include <cstdio>
@@ -44,7 +46,7 @@ size_t count_changed(const uint8_t *p, size_t bytes) {
 
 int main(int argc, char **argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: %s large|small|dtype [--shared]\n", argv[0]);
+    std::fprintf(stderr, "usage: %s large|small|dtype|barrier [--shared]\n", argv[0]);
     return 2;
   }
   const std::string scenario = argv[1];
@@ -62,6 +64,8 @@ int main(int argc, char **argv) {
     count = odd ? 2u << 20 : 1u << 20;
   } else if (scenario == "small") {
     count = odd ? 8 : 4;
+  } else if (scenario == "barrier") {
+    count = 1;
   } else if (scenario == "dtype") {
     count = odd ? 1u << 20 : 2u << 20;
     dtype = odd ? QUORUM_FLOAT64 : QUORUM_FLOAT32;
@@ -98,7 +102,9 @@ int main(int argc, char **argv) {
   }
   std::vector<uint8_t> sent(send, send + bytes);
 
-  const quorum_status_t s = quorum_allreduce(comm, send, recv, count, dtype, QUORUM_SUM);
+  const quorum_status_t s = scenario == "barrier" && odd
+                                ? quorum_barrier(comm)
+                                : quorum_allreduce(comm, send, recv, count, dtype, QUORUM_SUM);
   const std::string error = s == QUORUM_OK ? "" : quorum_last_error();
   const int differing = odd ? 0 : size - 1;
   check(s == QUORUM_ERR_MISMATCH, rank,

@@ -61,8 +61,7 @@ Knob<int64_t> knob_shm_chunk_bytes("QUORUM_SHM_CHUNK_BYTES", 512 * 1024,
 Knob<int64_t> knob_shm_replicated_bytes(
     "QUORUM_SHM_REPLICATED_BYTES", 16384,
     "shm allreduce: chunks up to this size (and on 2 ranks a message of one chunk up to "
-    "256 KiB) are "
-    "reduced whole by every rank (one flag round trip) instead of 1/P per rank");
+    "256 KiB) are reduced whole by every rank (one flag round trip) instead of 1/P per rank");
 Knob<int64_t> knob_shm_zero_copy_bytes(
     "QUORUM_SHM_ZERO_COPY_BYTES", 65536,
     "shm allreduce: messages of at least this size whose buffers every rank allocated with "
@@ -232,8 +231,8 @@ void ShmChannel::absorb_ahead_locked() {
 namespace {
 
 // On 2 ranks, a message of one chunk up to this size is replicated. Beyond it
-// (512 KiB, one chunk) slicing measured as fast out of place (15.2 against
-// 16.4 GB/s) and 2.5x faster in place (16.0 against 6.3).
+// (512 KiB, one chunk) slicing measured nearly as fast out of place (15.2
+// against 16.4 GB/s) and 2.5x faster in place (16.0 against 6.3).
 constexpr size_t kOneChunkReplicatedBytes = 256 << 10;
 
 class ShmAllreduceTask : public Task {

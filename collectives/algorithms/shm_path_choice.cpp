@@ -55,8 +55,10 @@ bool copy_path_wins(const std::vector<uint64_t> &timings) {
 
 Status choose_cross_memory_path(ShmChannel *ch, Transport *t, ProgressEngine &engine,
                                 const ShmGroup &group, int64_t timeout_ms) {
+  // The probe's ops (out of place) must be able to take the cross-memory path.
   if (!knob_shm_cross_memory_probe.get() || !ch->cross_memory_automatic() ||
-      ch->cross_memory_bytes() > kProbeBytes) {
+      ch->cross_memory_bytes() > kProbeBytes ||
+      ch->cross_memory_out_of_place_max_bytes() < kProbeBytes) {
     return kOk;
   }
   const size_t from = ch->cross_memory_bytes();

@@ -20,11 +20,11 @@ extern Knob<bool> knob_shm_cross_memory_probe;
 
 // Collective over the channel's ranks (every rank calls it right after the
 // channel's creation, before any other op on it). Where the automatic rule
-// turned the cross-memory path on (ShmChannel::cross_memory_automatic) and
-// QUORUM_SHM_CROSS_MEMORY_PROBE is on, runs allreduces of kProbeBytes out of
-// place on each path in turns, gathers every rank's median per path, and
-// turns the cross-memory path off when copy_path_wins says so. Otherwise
-// changes nothing. Fails only as the allreduces or the gather fail.
+// turned the cross-memory path on (ShmChannel::cross_memory_automatic) for
+// out-of-place messages of kProbeBytes and QUORUM_SHM_CROSS_MEMORY_PROBE is
+// on, runs such allreduces on each path in turns, gathers every rank's median
+// per path, and turns the cross-memory path off when copy_path_wins says so.
+// Otherwise changes nothing. Fails only as the allreduces or the gather fail.
 Status choose_cross_memory_path(ShmChannel *ch, Transport *t, ProgressEngine &engine,
                                 const ShmGroup &group, int64_t timeout_ms);
 

@@ -11,7 +11,7 @@
 // its receive buffer too. Per rank, data thus crosses memory about four times
 // its size on 2 ranks (half copied in, the reduction reading both halves and
 // writing two, half copied out) without any system call. Small chunks, and a
-// message of one chunk up to 256 KiB on 2 ranks, are reduced whole by every rank instead
+// message of one chunk up to 64 KiB on 2 ranks, are reduced whole by every rank instead
 // ("replicated": the same kernel over the same P inputs in the same order gives
 // the same bits), which saves the second flag round trip and the copy out but
 // copies the whole input in (one round trip per small message). With S slots
@@ -61,7 +61,7 @@ Knob<int64_t> knob_shm_chunk_bytes("QUORUM_SHM_CHUNK_BYTES", 512 * 1024,
 Knob<int64_t> knob_shm_replicated_bytes(
     "QUORUM_SHM_REPLICATED_BYTES", 16384,
     "shm allreduce: chunks up to this size (and on 2 ranks a message of one chunk up to "
-    "256 KiB) are reduced whole by every rank (one flag round trip) instead of 1/P per rank");
+    "64 KiB) are reduced whole by every rank (one flag round trip) instead of 1/P per rank");
 Knob<int64_t> knob_shm_zero_copy_bytes(
     "QUORUM_SHM_ZERO_COPY_BYTES", 65536,
     "shm allreduce: messages of at least this size whose buffers every rank allocated with "
@@ -231,9 +231,11 @@ void ShmChannel::absorb_ahead_locked() {
 namespace {
 
 // On 2 ranks, a message of one chunk up to this size is replicated. Beyond it
-// (512 KiB, one chunk) slicing measured nearly as fast out of place (15.2
-// against 16.4 GB/s) and 2.5x faster in place (16.0 against 6.3).
-constexpr size_t kOneChunkReplicatedBytes = 256 << 10;
+// slicing measured faster in place and about as fast out of place (2 ranks,
+// medians of 5-6 alternating runs): at 512 KiB 16.0 against 6.3 GB/s in place
+// and 15.2 against 16.4 out of place; at 256 KiB 7.2 against 5.6 and 6.9
+// against 5.9; at 128 KiB 5.8 against 5.2 and 5.6 against 5.5.
+constexpr size_t kOneChunkReplicatedBytes = 64 << 10;
 
 class ShmAllreduceTask : public Task {
  public:

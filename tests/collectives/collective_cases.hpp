@@ -94,12 +94,12 @@ inline void NonBlockingAllreduceOverlaps(Communicator &c) {
 // partial round is in place on a rank that copied its post and not on one
 // that lent it): whatever a rank's own call looks like, every rank must take
 // the same protocol. Sizes from the flag line to many shm chunks (a message
-// of one chunk, 256 KiB, is where 2 ranks chose differently once and waited
-// on each other until the timeout; 512 KiB is one chunk sliced on 2 ranks),
-// on ordinary and mem_alloc buffers.
+// of one chunk is where 2 ranks chose differently once and waited on each
+// other until the timeout: on 2 ranks one chunk is replicated up to 64 KiB,
+// 16384 int32, and sliced above), on ordinary and mem_alloc buffers.
 inline void InPlaceOnSomeRanksOnly(Communicator &c) {
   const int p = c.size(), r = c.rank();
-  const size_t counts[] = {1, 7, 5000, 40000, 65536, 131072, 300000};
+  const size_t counts[] = {1, 7, 5000, 16384, 16385, 40000, 65536, 131072, 300000};
   constexpr size_t kMax = 300000;
   void *sym = nullptr;
   ASSERT_EQ(c.mem_alloc(2 * kMax * sizeof(int32_t), &sym), QUORUM_OK) << last_error();

@@ -264,6 +264,10 @@ Status Communicator::make_shm_channel(std::unique_ptr<ShmChannel> *out) {
   // Both automatic: the path the communicator's probe chose (the same on every rank).
   if (*out && (*out)->cross_memory_automatic() && shm_->cross_memory_automatic()) {
     (*out)->set_cross_memory_bytes(shm_->cross_memory_bytes());
+    if ((*out)->cross_memory_out_of_place_max_automatic() &&
+        shm_->cross_memory_out_of_place_max_automatic()) {
+      (*out)->set_cross_memory_out_of_place_max_bytes(shm_->cross_memory_out_of_place_max_bytes());
+    }
   }
   return kOk;
 }

@@ -184,6 +184,8 @@ Status ShmChannel::create(const ShmGroup &group, std::unique_ptr<ShmChannel> *ou
   };
   ch->cross_memory_out_of_place_max_bytes_ =
       size_knob(knob_shm_cross_memory_out_of_place_max_bytes.get(), 2 * beyond_cache);
+  ch->cross_memory_out_of_place_max_automatic_ =
+      knob_shm_cross_memory_out_of_place_max_bytes.get() < 0;
   ch->streaming_bytes_ = size_knob(knob_shm_streaming_bytes.get(), beyond_cache);
   QLOG_INFO("shm",
             "shared-memory segment of {} B ({} ranks, chunk {} B, streaming stores from {} B, "

@@ -140,6 +140,7 @@ class ShmChannel {
   struct PathProbe {
     bool ran = false;
     bool copy_chosen = false;
+    bool out_of_place_unlimited = false;        // the cross-memory path at every size out of place
     uint64_t cross_memory_ns = 0, copy_ns = 0;  // this rank's medians
     uint64_t cross_memory_ops = 0;              // of its ops, those that went cross-memory
   };
@@ -150,6 +151,14 @@ class ShmChannel {
   // QUORUM_SHM_CROSS_MEMORY_OUT_OF_PLACE_MAX_BYTES (SIZE_MAX: no limit).
   size_t cross_memory_out_of_place_max_bytes() const {
     return cross_memory_out_of_place_max_bytes_;
+  }
+  // Whether that came from the knob's automatic rule (the path probe may lift it).
+  bool cross_memory_out_of_place_max_automatic() const {
+    return cross_memory_out_of_place_max_automatic_;
+  }
+  // Every rank alike, between ops (SIZE_MAX: no limit).
+  void set_cross_memory_out_of_place_max_bytes(size_t bytes) {
+    cross_memory_out_of_place_max_bytes_ = bytes;
   }
   // QUORUM_SHM_STREAMING_BYTES (SIZE_MAX: never), read when the channel was made.
   size_t streaming_bytes() const { return streaming_bytes_; }
@@ -289,6 +298,7 @@ class ShmChannel {
   bool cross_memory_automatic_ = false;
   PathProbe path_probe_;
   size_t cross_memory_out_of_place_max_bytes_ = SIZE_MAX;
+  bool cross_memory_out_of_place_max_automatic_ = false;
   size_t cross_memory_block_bytes_ = 128 * 1024;
   std::atomic<uint64_t> next_chunk_{0};
   std::atomic<uint64_t> done_prefix_{0};

@@ -16,6 +16,7 @@
 #include "collectives/algorithms/shm_path_choice.hpp"
 
 #include <algorithm>
+#include <utility>
 
 #include "collectives/algorithms/algorithm.hpp"
 #include "collectives/algorithms/allreduce_shm.hpp"
@@ -29,7 +30,8 @@ Knob<bool> knob_shm_cross_memory_probe(
     "QUORUM_SHM_CROSS_MEMORY_PROBE", true,
     "shm allreduce: where QUORUM_SHM_CROSS_MEMORY_BYTES's automatic rule turns the cross-memory "
     "path on, time it against the copy path once per communicator (1 MiB allreduces, a few ms) "
-    "and turn it off where copying is clearly faster; off: the size rule alone");
+    "and turn it off where copying is clearly faster, or take it out of place at every size "
+    "where copying is far slower; off: the size rules alone");
 
 namespace {
 
@@ -44,13 +46,28 @@ uint64_t median(std::vector<uint64_t> v) {
 
 }  // namespace
 
-bool copy_path_wins(const std::vector<uint64_t> &timings) {
+namespace {
+
+// The ranks' summed medians: cross-memory path, copy path.
+std::pair<uint64_t, uint64_t> summed(const std::vector<uint64_t> &timings) {
   uint64_t cross_memory = 0, copy = 0;
   for (size_t i = 0; i + 1 < timings.size(); i += 2) {
     cross_memory += timings[i];
     copy += timings[i + 1];
   }
+  return {cross_memory, copy};
+}
+
+}  // namespace
+
+bool copy_path_wins(const std::vector<uint64_t> &timings) {
+  const auto [cross_memory, copy] = summed(timings);
   return copy > 0 && cross_memory * 4 > copy * 5;
+}
+
+bool copy_path_far_slower(const std::vector<uint64_t> &timings) {
+  const auto [cross_memory, copy] = summed(timings);
+  return cross_memory > 0 && copy * 2 > cross_memory * 5;
 }
 
 Status choose_cross_memory_path(ShmChannel *ch, Transport *t, ProgressEngine &engine,
@@ -85,15 +102,18 @@ Status choose_cross_memory_path(ShmChannel *ch, Transport *t, ProgressEngine &en
   std::vector<uint64_t> all(2 * static_cast<size_t>(group.size));
   QUORUM_CHECK(group.allgather(mine, all.data(), sizeof(mine)));
   const bool copy = copy_path_wins(all);
+  const bool unlimited = ch->cross_memory_out_of_place_max_automatic() && copy_path_far_slower(all);
   ch->set_cross_memory_bytes(copy ? SIZE_MAX : from);
+  if (unlimited) ch->set_cross_memory_out_of_place_max_bytes(SIZE_MAX);
   ch->set_path_probe(
-      {true, copy, mine[0], mine[1], ch->cross_memory_ops() - cross_memory_ops_before});
+      {true, copy, unlimited, mine[0], mine[1], ch->cross_memory_ops() - cross_memory_ops_before});
   QLOG_INFO("shm",
             "allreduce of {} B on ordinary buffers: cross-memory path {:.1f} us, copy path "
             "{:.1f} us (median, rank {}); {}",
             kProbeBytes, mine[0] / 1e3, mine[1] / 1e3, group.rank,
             copy ? "copying (cross-memory attach off)"
-                 : fmt::format("cross-memory attach from {} B", from));
+                 : fmt::format("cross-memory attach from {} B{}", from,
+                               unlimited ? ", out of place at every size" : ""));
   return kOk;
 }
 

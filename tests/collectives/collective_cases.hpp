@@ -296,17 +296,21 @@ inline void CrossMemoryOnOrdinaryBuffers(Communicator &c) {
 
 // The probe that timed the cross-memory path against the copy path when the
 // communicator was made: every rank ends with the same choice, and where it
-// ran, its cross-memory turns took that path (and its copy turns did not) and
-// both were timed. QUORUM_TEST_EXPECT_PATH_PROBE=1: it must have run where
+// ran, its cross-memory turns took that path (and its copy turns did not),
+// both were timed, and a lifted out-of-place limit goes with the cross-memory
+// path. QUORUM_TEST_EXPECT_PATH_PROBE=1: it must have run where
 // every rank has a core of its own; 0: it must not have run.
 inline void CrossMemoryPathChosenTogether(Communicator &c) {
   const ShmChannel::PathProbe probe = c.cross_memory_path_probe();
-  const uint64_t mine[3] = {c.cross_memory_min_bytes(), probe.ran, probe.copy_chosen};
-  std::vector<uint64_t> all(3 * static_cast<size_t>(c.size()));
+  constexpr size_t kFields = 5;
+  const uint64_t mine[kFields] = {c.cross_memory_min_bytes(),
+                                  c.cross_memory_out_of_place_max_bytes(), probe.ran,
+                                  probe.copy_chosen, probe.out_of_place_unlimited};
+  std::vector<uint64_t> all(kFields * static_cast<size_t>(c.size()));
   ASSERT_EQ(c.allgather(mine, all.data(), sizeof(mine)), QUORUM_OK) << last_error();
   for (int q = 0; q < c.size(); ++q) {
-    for (int i = 0; i < 3; ++i) {
-      EXPECT_EQ(all[3 * static_cast<size_t>(q) + i], mine[i])
+    for (size_t i = 0; i < kFields; ++i) {
+      EXPECT_EQ(all[kFields * static_cast<size_t>(q) + i], mine[i])
           << "rank " << c.rank() << " vs rank " << q << ", field " << i;
     }
   }
@@ -315,6 +319,10 @@ inline void CrossMemoryPathChosenTogether(Communicator &c) {
     EXPECT_GT(probe.cross_memory_ns, 0u);
     EXPECT_GT(probe.copy_ns, 0u);
     EXPECT_EQ(c.cross_memory_min_bytes() == SIZE_MAX, probe.copy_chosen);
+    if (probe.out_of_place_unlimited) {
+      EXPECT_FALSE(probe.copy_chosen);
+      EXPECT_EQ(c.cross_memory_out_of_place_max_bytes(), SIZE_MAX);
+    }
   }
   const char *expect = std::getenv("QUORUM_TEST_EXPECT_PATH_PROBE");
   if (expect && std::string(expect) == "0") {

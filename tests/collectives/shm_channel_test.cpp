@@ -105,6 +105,17 @@ TEST(ShmChannel, CopyPathWinsOnlyByAClearMargin) {
   EXPECT_FALSE(copy_path_wins({100000, 0}));
 }
 
+// Far slower: the copy path's summed time above 2.5 times the cross-memory path's.
+TEST(ShmChannel, CopyPathFarSlowerOnlyBeyondTwoAndAHalf) {
+  EXPECT_TRUE(copy_path_far_slower({170000, 600000, 160000, 610000}));   // 3.7x
+  EXPECT_FALSE(copy_path_far_slower({100000, 170000, 100000, 170000}));  // 1.7x
+  EXPECT_FALSE(copy_path_far_slower({100000, 250000}));                  // exactly 2.5x
+  EXPECT_TRUE(copy_path_far_slower({100000, 251000}));
+  EXPECT_FALSE(copy_path_far_slower({176000, 101000}));  // the copy path faster
+  EXPECT_FALSE(copy_path_far_slower({}));
+  EXPECT_FALSE(copy_path_far_slower({0, 100000}));
+}
+
 TEST(ShmChannel, DonePrefixInOrderAndOutOfOrder) {
   auto ch = one_rank_channel();
   ASSERT_NE(ch, nullptr);

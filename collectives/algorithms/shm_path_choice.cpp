@@ -44,10 +44,6 @@ uint64_t median(std::vector<uint64_t> v) {
   return v[v.size() / 2];
 }
 
-}  // namespace
-
-namespace {
-
 // The ranks' summed medians: cross-memory path, copy path.
 std::pair<uint64_t, uint64_t> summed(const std::vector<uint64_t> &timings) {
   uint64_t cross_memory = 0, copy = 0;

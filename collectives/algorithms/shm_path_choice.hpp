@@ -25,8 +25,8 @@ extern Knob<bool> knob_shm_cross_memory_probe;
 // on, runs such allreduces on each path in turns, gathers every rank's median
 // per path, and turns the cross-memory path off when copy_path_wins says so,
 // or lifts its out-of-place limit (where that is automatic) when
-// copy_path_far_slower says so. Otherwise changes nothing. Fails only as the allreduces or the
-// gather fail.
+// copy_path_far_slower says so. Otherwise changes nothing. Fails only as the
+// allreduces or the gather fail.
 Status choose_cross_memory_path(ShmChannel *ch, Transport *t, ProgressEngine &engine,
                                 const ShmGroup &group, int64_t timeout_ms);
 

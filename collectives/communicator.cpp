@@ -409,20 +409,23 @@ Status Communicator::allreduce(const void *send, void *recv, size_t count, quoru
   if (send == QUORUM_IN_PLACE) send = recv;
   QUORUM_CHECK(validate_reduction("allreduce", send, recv, count, dtype, op));
   CollArgs a{CollKind::Allreduce, send, recv, count, dtype, op, 0};
-  // Fast path: every rank on this host, host buffers, shm selected. The
-  // calling thread runs the shared-memory protocol itself, without building a
-  // schedule (the same decision on every rank: the same inputs).
-  if (shm_ && size_ > 1 && !finalized_ && !signature_check_ && !any_device_buffer(send, recv)) {
-    const FastPathKnobs &k = fast_path_knobs();
-    if (k.shm) {
-      next_sequence();
-      return shm_allreduce_inline(shm_.get(), transport_.get(), a, *engine_, k.timeout_ms,
-                                  k.spin_ns, k.nap_us);
-    }
-  }
+  Status status = kOk;
+  if (!any_device_buffer(send, recv) && run_shm_inline(a, &status)) return status;
   RequestPtr req;
   QUORUM_CHECK(start(a, &req, true));
   return wait(req);
+}
+
+bool Communicator::run_shm_inline(const CollArgs &a, Status *status) {
+  // Every rank on this host, shm selected: the same decision on every rank
+  // (the same inputs).
+  if (!shm_ || size_ <= 1 || finalized_ || signature_check_) return false;
+  const FastPathKnobs &k = fast_path_knobs();
+  if (!k.shm) return false;
+  next_sequence();
+  *status = shm_allreduce_inline(shm_.get(), transport_.get(), a, *engine_, k.timeout_ms, k.spin_ns,
+                                 k.nap_us);
+  return true;
 }
 
 const Communicator::FastPathKnobs &Communicator::fast_path_knobs() {
@@ -445,16 +448,11 @@ Status Communicator::barrier() {
   // Every rank on this host: one flag round trip through the shared-memory
   // segment (no rank finishes before every rank posted), as the allreduce's
   // fast path takes; it also leaves the ranks closer together than messages.
-  if (shm_ && size_ > 1 && !finalized_ && !signature_check_ && !shm_->broken()) {
-    const FastPathKnobs &k = fast_path_knobs();
-    if (k.shm) {
-      next_sequence();
-      int32_t zero = 0, sum = 0;
-      CollArgs a{CollKind::Barrier, &zero, &sum, 1, QUORUM_INT32, QUORUM_SUM, 0};
-      return shm_allreduce_inline(shm_.get(), transport_.get(), a, *engine_, k.timeout_ms,
-                                  k.spin_ns, k.nap_us);
-    }
-  }
+  // A broken channel: the message barrier.
+  int32_t zero = 0, sum = 0;
+  const CollArgs a{CollKind::Barrier, &zero, &sum, 1, QUORUM_INT32, QUORUM_SUM, 0};
+  Status status = kOk;
+  if (shm_ && !shm_->broken() && run_shm_inline(a, &status)) return status;
   return run_blocking(*this, [&](RequestPtr *r) { return ibarrier(r, true); });
 }
 

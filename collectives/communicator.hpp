@@ -166,6 +166,11 @@ class Communicator {
     uint64_t spin_ns = 0;
   };
   const FastPathKnobs &fast_path_knobs();
+  // The fast path of allreduce (host buffers) and barrier: the calling thread
+  // runs `a` through the shared-memory segment itself, without building a
+  // schedule. False where it does not apply (take the schedule); else true
+  // with the result in *status.
+  bool run_shm_inline(const CollArgs &a, Status *status);
   FastPathKnobs fast_;
   std::string progress_mode_;
   std::atomic<uint64_t> next_seq_{0};

@@ -32,12 +32,17 @@ Status predict_all(const PredictorInputs &in, std::vector<Prediction> *out) {
       Prediction p;
       p.ranks = k, p.local_batch = b, p.global_batch = b * k;
       bool outside = false;
-      p.compute_seconds = in.compute.seconds_at(b, &outside);
+      const StepProfile &table = k > 1 && !in.compute_many.empty() ? in.compute_many : in.compute;
+      p.compute_seconds = table.seconds_at(b, &outside);
       p.comm_seconds = in.allreduce.seconds(in.gradient_bytes, k);
       p.step_seconds = p.compute_seconds + p.comm_seconds;
       p.throughput = p.global_batch / p.step_seconds;
       p.efficiency = in.steps.efficiency(p.global_batch);
       p.steps = in.steps.steps(p.global_batch);
+      if (in.eval_every_examples > 0) {
+        const double interval = std::max(1.0, in.eval_every_examples / p.global_batch);
+        p.steps = std::ceil(p.steps / interval) * interval;
+      }
       p.seconds = p.steps * p.step_seconds;
       p.cost = p.seconds * k * in.price;
       const LrChoice lr =

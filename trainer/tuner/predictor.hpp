@@ -19,10 +19,14 @@
 namespace quorum::trainer::tuner {
 
 struct PredictorInputs {
-  StepProfile compute;  // seconds per step against the local batch (one rank)
+  StepProfile compute;       // seconds per step against the local batch, one rank alone
+  StepProfile compute_many;  // the same with every launched rank at work (K >= 2; empty: compute)
   AlphaBeta allreduce;
   double gradient_bytes = 0;
   StepsModel steps;
+  // Runs are seen to reach the target at their test evaluations, every this
+  // many examples (0: steps are not rounded up to an evaluation).
+  double eval_every_examples = 0;
   std::vector<int> local_batches;  // grid of b per rank
   std::vector<int> ranks;          // K values
   int launched_ranks = 1;          // K beyond this is extrapolated

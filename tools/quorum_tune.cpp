@@ -65,7 +65,7 @@ struct Options {
   bool extrapolate = false;
   int pilot_batch = 64;
   double pilot_max_epochs = 3;
-  int evals_per_epoch = 20, noise_every = 4;
+  int evals_per_epoch = 20, noise_every = 2;
   int profile_steps = 20, profile_warmup = 3;
   double price = 0, deadline = 0, budget = 0, memory_mb = 0;
   std::string json_path, plot_path;
@@ -280,8 +280,8 @@ int main(int argc, char **argv) {
       size_t params = 0;
       (void)tu::estimate_model_bytes(o.model, grid.front(), &bytes, &params);
       quorum::fail(QUORUM_ERR_NO_MEMORY, "tune",
-                   "the batch range {}..{} does not fit in memory: batch {} needs {:.0f} MB, "
-                   "{:.0f} MB per rank are available (--memory-mb)",
+                   "the batch range {}..{} does not fit in memory: batch {} needs {:.3g} MB, "
+                   "{:.3g} MB per rank are available (--memory-mb)",
                    o.batch_min, o.batch_max, grid.front(), bytes / 1048576, bound / 1048576);
       return 2;
     }
@@ -403,7 +403,10 @@ int main(int argc, char **argv) {
                        "--pilot-max-epochs",
                        o.target, 100 * pr.best_accuracy, pr.steps,
                        double(pr.steps) / double(pr.steps_per_epoch), pr.train_seconds, elapsed()));
-  if (!(pr.b_noise > 0)) return stop(1, "the pilot measured no positive gradient noise scale");
+  if (!(pr.b_noise > 0))
+    return stop(1, fmt::format("the pilot could not measure the gradient noise scale: {} samples "
+                               "gave no positive |G|^2 (a short pilot); lower --noise-every",
+                               pr.noise_samples));
   say(fmt::format(
       "pilot reached {:.2f}% at step {} ({:.2f} epochs, {:.1f} s training + {:.1f} s "
       "evaluating); B_noise {:.0f} +- {:.0f} ({} samples; smoothed, latest {:.0f})",

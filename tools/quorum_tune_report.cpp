@@ -92,8 +92,9 @@ Status write_atomically(const std::string &path, const std::string &text) {
 Status draw_plot(const std::string &script, const std::string &json_path, const std::string &png) {
   // The script writes to a temp name; it becomes the PNG only when complete.
   const std::string tmp = png + fmt::format(".tmp{}.png", getpid());
-  const std::string cmd =
-      fmt::format("python3 '{}' '{}' '{}'", script, json_path, tmp);  // paths without quotes
+  // Debian's python3 (with its matplotlib) before whatever else is on the PATH.
+  const char *python = access("/usr/bin/python3", X_OK) == 0 ? "/usr/bin/python3" : "python3";
+  const std::string cmd = fmt::format("{} '{}' '{}' '{}'", python, script, json_path, tmp);
   if (script.find('\'') != std::string::npos || json_path.find('\'') != std::string::npos ||
       png.find('\'') != std::string::npos)
     return fail(QUORUM_ERR_INVALID_ARG, "tune", "--plot: file names with a ' are not supported");

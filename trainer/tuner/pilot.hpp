@@ -32,7 +32,7 @@ struct PilotOptions {
   double target_accuracy = 0.88;
   int evals_per_epoch = 20;
   double max_epochs = 3;  // give up (an unreachable target) after this many
-  int noise_every = 4;
+  int noise_every = 2;
 };
 
 struct PilotResult {

@@ -475,7 +475,10 @@ int main(int argc, char **argv) {
              {"allreduce", {{"alpha", ab.alpha}, {"beta", ab.beta}, {"r2", ab.r2}}},
              {"tuning_seconds", tuning_seconds},
              {"rows", json::array()}};
-    for (const auto &r : rows) doc["rows"].push_back(report::row_json(r));
+    for (const auto &r : rows) {
+      doc["rows"].push_back(report::row_json(r));
+      doc["rows"].back()["train_flags"] = train_flags(r, o);
+    }
     doc["choice"] = report::row_json(c);
     doc["choice"]["reason"] = choice.reason;
     doc["choice"]["train_flags"] = train_flags(c, o);

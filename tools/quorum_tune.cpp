@@ -67,6 +67,7 @@ struct Options {
   double pilot_max_epochs = 3;
   int evals_per_epoch = 20, noise_every = 2;
   int profile_steps = 20, profile_warmup = 3;
+  double profile_seconds = 2;
   double price = 0, deadline = 0, budget = 0, memory_mb = 0;
   std::string json_path, plot_path;
 };
@@ -185,6 +186,11 @@ int main(int argc, char **argv) {
       ->capture_default_str();
   app.add_option("--profile-steps", o.profile_steps, "timed steps per profiled batch size")
       ->check(CLI::Range(1, 100000))
+      ->capture_default_str();
+  app.add_option("--profile-seconds", o.profile_seconds,
+                 "fewer timed steps (at least 3) per batch size once they took this long")
+      ->check(checks::finite())
+      ->check(CLI::PositiveNumber)
       ->capture_default_str();
   app.add_option("--profile-warmup", o.profile_warmup, "untimed steps before them")
       ->check(CLI::Range(0, 100000))
@@ -327,6 +333,7 @@ int main(int argc, char **argv) {
   // 1. Compute profile: alone (K = 1 rows), then all ranks at once.
   tu::ProfileOptions po;
   po.model = o.model, po.batches = grid, po.warmup = o.profile_warmup, po.timed = o.profile_steps;
+  po.max_seconds = o.profile_seconds;
   tu::StepProfile alone, together;
   auto show = [&](const char *what) {
     return [&, what](int b, double s) {

@@ -47,7 +47,9 @@ Status profile_compute(const ProfileOptions &o, Backend *backend, const Dataset 
     std::vector<float> images(size_t(b) * model->image_size());
     std::vector<int32_t> labels(static_cast<size_t>(b));
     double timed_seconds = 0;
+    int timed_steps = 0;
     for (int step = 0; step < o.warmup + o.timed; ++step) {
+      if (timed_steps >= 3 && o.max_seconds > 0 && timed_seconds >= o.max_seconds) break;
       for (int i = 0; i < b; ++i) idx[size_t(i)] = uint32_t((size_t(step) * b + i) % train.count);
       const auto t0 = Clock::now();
       assemble_batch(train, idx.data(), b, images.data(), labels.data());
@@ -60,11 +62,13 @@ Status profile_compute(const ProfileOptions &o, Backend *backend, const Dataset 
       // A tiny rate: the parameters stay where they started.
       backend->sgd_update(n, SgdStep{1e-6, 0.9, 0.0}, model->params(), model->grads(), velocity);
       backend->synchronize();
-      if (step >= o.warmup)
+      if (step >= o.warmup) {
         timed_seconds += std::chrono::duration<double>(Clock::now() - t0).count();
+        ++timed_steps;
+      }
     }
     backend->free(velocity);
-    double per_step = timed_seconds / o.timed;
+    double per_step = timed_seconds / timed_steps;
     if (comm != nullptr && quorum_allreduce(comm, QUORUM_IN_PLACE, &per_step, 1, QUORUM_FLOAT64,
                                             QUORUM_MAX) != QUORUM_OK)
       return fail(QUORUM_ERR_TRANSPORT, "tuner", "profile: {}", quorum_last_error());

@@ -25,6 +25,8 @@ struct ProfileOptions {
   std::string model = "fm-s";
   std::vector<int> batches;  // local batch sizes
   int warmup = 3, timed = 20;
+  // Fewer timed steps (at least 3) once they took this long (0: no limit).
+  double max_seconds = 0;
 };
 
 // Bytes the model's buffers take at local batch `batch`: parameters,

@@ -416,9 +416,11 @@ int main(int argc, char **argv) {
                                pr.noise_samples));
   say(fmt::format(
       "pilot reached {:.2f}% at step {} ({:.2f} epochs, {:.1f} s training + {:.1f} s "
-      "evaluating); B_noise {:.0f} +- {:.0f} ({} samples; smoothed, latest {:.0f})",
+      "evaluating); B_noise near the target {:.0f} +- {:.0f} (the last {} of {} samples; "
+      "over the whole pilot {:.0f}, smoothed at its end {:.0f})",
       o.target, pr.steps, double(pr.steps) / double(pr.steps_per_epoch), pr.train_seconds,
-      pr.eval_seconds, pr.b_noise, pr.b_noise_error, pr.noise_samples, pr.b_noise_ema));
+      pr.eval_seconds, pr.b_noise, pr.b_noise_error, pr.late_samples, pr.noise_samples,
+      pr.b_noise_whole, pr.b_noise_ema));
 
   // 4. Predict and choose. Steps count to the first evaluation at or above the
   // target: the pilot's count is anchored half an evaluation interval earlier.
@@ -472,6 +474,7 @@ int main(int argc, char **argv) {
              {"b_noise", pr.b_noise},
              {"b_noise_error", pr.b_noise_error},
              {"b_noise_smoothed", pr.b_noise_ema},
+             {"b_noise_whole_pilot", pr.b_noise_whole},
              {"s_min", in.steps.s_min},
              {"pilot",
               {{"global_batch", b0},

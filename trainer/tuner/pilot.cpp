@@ -2,6 +2,7 @@
 // predictions are about); only the noise-scale measurement is added.
 #include "trainer/tuner/pilot.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <memory>
@@ -61,6 +62,7 @@ Status run_pilot(const PilotOptions &o, Backend *backend, const DataSplit &data,
   reducer->set_steps_per_epoch(steps_per_epoch);
 
   NoiseScaleTracker noise;
+  std::vector<TwoBatchEstimate> estimates;
   std::vector<float> images(size_t(b) * model->image_size());
   std::vector<int32_t> labels(static_cast<size_t>(b));
   const int64_t max_steps = int64_t(std::ceil(o.max_epochs * double(steps_per_epoch)));
@@ -99,7 +101,7 @@ Status run_pilot(const PilotOptions &o, Backend *backend, const DataSplit &data,
         }
         TwoBatchEstimate e;
         if (two_batch_estimate(b_small, small_sq, double(b) * world, big_sq, &e) == kOk)
-          noise.add(e);
+          noise.add(e), estimates.push_back(e);
       }
       backend->sgd_update(n, SgdStep{o.lr, o.momentum, o.weight_decay}, model->params(),
                           model->grads(), velocity);
@@ -126,10 +128,19 @@ Status run_pilot(const PilotOptions &o, Backend *backend, const DataSplit &data,
     if (out->reached) break;
   }
   out->steps = step;
-  out->b_noise = noise.mean_noise_scale();
+  // The noise scale grows as the loss falls; the one that sets the steps to
+  // a target is measured near that target (McCandlish et al. compare the
+  // critical batch at a loss with the noise scale at that loss): the mean
+  // over the last quarter of the samples (at least 10).
+  NoiseScaleTracker late;
+  const size_t tail = std::min(estimates.size(), std::max<size_t>(10, estimates.size() / 4));
+  for (size_t i = estimates.size() - tail; i < estimates.size(); ++i) late.add(estimates[i]);
+  out->b_noise = late.mean_noise_scale();
+  out->b_noise_error = late.uncertainty();
+  out->b_noise_whole = noise.mean_noise_scale();
   out->b_noise_ema = noise.noise_scale();
-  out->b_noise_error = noise.uncertainty();
   out->noise_samples = noise.samples();
+  out->late_samples = late.samples();
   return kOk;
 }
 

@@ -42,8 +42,10 @@ struct PilotResult {
   double eval_seconds = 0;
   double best_accuracy = 0;
   int64_t steps_per_epoch = 0;
-  double b_noise = 0, b_noise_ema = 0, b_noise_error = 0;  // mean, smoothed, standard error
-  int64_t noise_samples = 0;
+  // B_noise near the target (the last quarter of the samples) and its
+  // standard error; over the whole pilot; and the EMA at its end.
+  double b_noise = 0, b_noise_error = 0, b_noise_whole = 0, b_noise_ema = 0;
+  int64_t noise_samples = 0, late_samples = 0;
   std::vector<std::pair<int64_t, double>> curve;  // (step, test accuracy) at each evaluation
 };
 

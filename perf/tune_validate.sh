@@ -3,6 +3,7 @@
 #
 #   perf/tune_validate.sh [--build DIR] [--target ACC] [--train-limit N] [--test-limit N]
 #                         [--seeds "1 2 3"] [--evals-per-epoch E] [--max-epochs N] [--out DIR]
+#   perf/tune_validate.sh --report-only --out DIR   (the comparison again, from DIR's logs)
 #
 # 1. quorum-tune on 2 ranks (quorum-run -n 2, --ranks 1,2) predicts time and
 #    cost to ACC% for every (batch, K) of its grid (--json).
@@ -13,14 +14,15 @@
 #    the first test evaluation at or above ACC% (the run is then stopped).
 # 3. It prints per configuration the predicted and measured (median over
 #    seeds) time and cost to the target with the error of each, and the mean
-#    and worst error.
+#    and worst error; also the steps to the target, predicted and measured
+#    (the statistical model's error apart from the step time's).
 # Time is training time (test evaluations left out), as quorum-train's
 # summary counts it; cost = time x K (rank-seconds). The machine is shared:
 # take the figures as this sitting's, and rerun to see their spread.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=build target=85 train_limit=20000 test_limit=2000 seeds="1 2 3" evals=20 max_epochs=12
-out=""
+out="" report_only=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --build) build="$2"; shift 2 ;;
@@ -31,6 +33,7 @@ while [ $# -gt 0 ]; do
     --evals-per-epoch) evals="$2"; shift 2 ;;
     --max-epochs) max_epochs="$2"; shift 2 ;;
     --out) out="$2"; shift 2 ;;
+    --report-only) report_only=1; shift ;;
     *) echo "tune_validate.sh: unknown option $1 (see the header)" >&2; exit 2 ;;
   esac
 done
@@ -44,6 +47,7 @@ echo "tune_validate: target ${target}%, ${train_limit} training / ${test_limit} 
   "seeds ${seeds}, output in ${out}; load: $(cut -d' ' -f1-3 /proc/loadavg)" >&2
 
 # 1. Predictions.
+if [ "$report_only" = 0 ]; then
 start=$(date +%s)
 "$build/tools/quorum-run" -n 2 "$build/tools/quorum-tune" "${data[@]}" --target-accuracy "$target" \
   --batch-min 16 --batch-max 512 --ranks 1,2 --evals-per-epoch "$evals" \
@@ -51,6 +55,7 @@ start=$(date +%s)
   { echo "quorum-tune failed:"; tail -5 "$out/tune.err"; exit 1; }
 echo "quorum-tune took $(($(date +%s) - start)) s" >&2
 grep -E "^\[0\] (choice|run it|tuning)" "$out/tune.txt" | sed 's/^\[0\] //' >&2
+fi
 
 # 2. The configurations: "K b lr ref warmup predicted_s predicted_cost label" lines.
 "$py" - "$out/tune.json" >"$out/configs.txt" <<'PY'
@@ -83,22 +88,27 @@ add(two[len(two) // 2 - 1], "K2-interior")
 for r, label in picked:
     lr, ref, warmup = train_args(r)
     print(r["ranks"], r["local_batch"], lr, ref, warmup,
-          f"{r['seconds']:.4f}", f"{r['cost']:.4f}", label)
+          f"{r['seconds']:.4f}", f"{r['cost']:.4f}", label, f"{r['steps']:.0f}")
 PY
 
-# The training seconds of the first evaluation at or above the target in a
-# quorum-train --log (awk: light enough to poll beside the run).
+# The training seconds and step of the first evaluation at or above the
+# target in a quorum-train --log (awk: light enough to poll beside the run).
 first_at_target() {
   [ -f "$1" ] || return 0
-  awk -v t="$target" '/"event":"(eval|epoch)"/ {
+  awk -v t="$target" '/"event":"start"/ {
+      if (match($0, /"steps_per_epoch":[0-9]+/)) spe = substr($0, RSTART + 18, RLENGTH - 18)
+    }
+    /"event":"(eval|epoch)"/ {
       if (match($0, /"test_accuracy":[-0-9.e]+/)) acc = substr($0, RSTART + 16, RLENGTH - 16)
       if (match($0, /"train_seconds":[-0-9.e]+/)) s = substr($0, RSTART + 16, RLENGTH - 16)
-      if (100 * acc >= t) { print s; exit }
+      if (match($0, /"step":[0-9]+/)) st = substr($0, RSTART + 7, RLENGTH - 7)
+      else if (match($0, /"epoch":[0-9]+/)) st = (substr($0, RSTART + 8, RLENGTH - 8) + 1) * spe
+      if (100 * acc >= t) { print s, st; exit }
     }' "$1"
 }
 
 # Trains one configuration until the first evaluation at or above the
-# target; prints its training seconds there (or "never").
+# target; prints its training seconds and step there (or "never").
 train_to_target() {
   local k="$1" b="$2" lr="$3" ref="$4" warmup="$5" seed="$6" log="$7"
   rm -f "$log"
@@ -126,26 +136,40 @@ train_to_target() {
   echo "${seconds:-never}"
 }
 
-# 3. Train and compare.
+# 3. Train (or, with --report-only, read the earlier runs' logs) and compare.
+if [ "$report_only" = 1 ]; then
+  : >"$out/measured.txt"
+  while read -r k b lr ref warmup pred_s pred_c label pred_steps; do
+    for log in "$out"/train_k"${k}"_b"${b}"_s*.log; do
+      seed=${log##*_s}
+      s=$(first_at_target "$log")
+      echo "$k $b ${seed%.log} ${s:-never}" >>"$out/measured.txt"
+    done
+  done <"$out/configs.txt"
+else
 : >"$out/measured.txt"
-while read -r k b lr ref warmup pred_s pred_c label; do
+while read -r k b lr ref warmup pred_s pred_c label pred_steps; do
   for seed in $seeds; do
     s=$(train_to_target "$k" "$b" "$lr" "$ref" "$warmup" "$seed" "$out/train_k${k}_b${b}_s${seed}.log")
     echo "$k $b $seed $s" >>"$out/measured.txt"
-    echo "  K=$k b=$b ($label) seed $seed: ${s} s to ${target}% (predicted ${pred_s} s)" >&2
+    echo "  K=$k b=$b ($label) seed $seed: ${s% *} s (step ${s#* }) to ${target}% (predicted ${pred_s} s)" >&2
   done
 done <"$out/configs.txt"
+fi
 
 "$py" - "$out/configs.txt" "$out/measured.txt" "$target" <<'PY'
 import statistics, sys
 configs = [l.split() for l in open(sys.argv[1])]
 meas = {}
-for k, b, seed, s in (l.split() for l in open(sys.argv[2])):
+steps = {}
+for k, b, seed, s, *st in (l.split() for l in open(sys.argv[2])):
     meas.setdefault((k, b), []).append(None if s == "never" else float(s))
+    if st:
+        steps.setdefault((k, b), []).append(int(st[0]))
 print(f"predicted vs measured time and cost to {sys.argv[3]}% (median over seeds; cost = time x K rank-s)")
-print(f"{'config':>14} {'B':>5} {'K':>2} {'b':>4} {'pred s':>8} {'meas s':>8} {'runs':>22} {'time err':>9} {'pred cost':>9} {'meas cost':>9} {'cost err':>9}")
-terr, cerr = [], []
-for k, b, lr, ref, warmup, ps, pc, label in configs:
+print(f"{'config':>14} {'B':>5} {'K':>2} {'b':>4} {'pred s':>8} {'meas s':>8} {'runs':>22} {'time err':>9} {'pred cost':>9} {'meas cost':>9} {'cost err':>9} {'pred steps':>10} {'meas steps':>10} {'steps err':>9}")
+terr, cerr, serr = [], [], []
+for k, b, lr, ref, warmup, ps, pc, label, pst in configs:
     runs = meas.get((k, b), [])
     ok = [x for x in runs if x is not None]
     ps, pc = float(ps), float(pc)
@@ -157,10 +181,14 @@ for k, b, lr, ref, warmup, ps, pc, label in configs:
     te, ce = abs(ps - m) / m, abs(pc - mc) / mc
     terr.append(te), cerr.append(ce)
     spread = ",".join(f"{x:.1f}" for x in ok)
-    print(f"{label:>14} {int(k)*int(b):5d} {k:>2} {b:>4} {ps:8.1f} {m:8.1f} {spread:>22} {100*te:8.1f}% {pc:9.1f} {mc:9.1f} {100*ce:8.1f}%")
+    ms = statistics.median(steps.get((k, b), [0]))
+    se = abs(float(pst) - ms) / ms if ms else float("nan")
+    serr.append(se)
+    print(f"{label:>14} {int(k)*int(b):5d} {k:>2} {b:>4} {ps:8.1f} {m:8.1f} {spread:>22} {100*te:8.1f}% {pc:9.1f} {mc:9.1f} {100*ce:8.1f}% {float(pst):10.0f} {ms:10.0f} {100*se:8.1f}%")
 if terr:
     print(f"time error: mean {100*statistics.mean(terr):.1f}%, worst {100*max(terr):.1f}% over {len(terr)} configurations")
     print(f"cost error: mean {100*statistics.mean(cerr):.1f}%, worst {100*max(cerr):.1f}%")
+    print(f"steps error (the statistical model alone, free of the machine's load): mean {100*statistics.mean(serr):.1f}%, worst {100*max(serr):.1f}%")
     fastest = min(statistics.median([x for x in meas[(k, b)]]) for k, b, *_ in configs if all(x is not None for x in meas.get((k, b), [None])))
     chosen = [c for c in configs if c[7] == "chosen"][0]
     cm = meas.get((chosen[0], chosen[1]), [])

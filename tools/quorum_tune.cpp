@@ -70,6 +70,7 @@ struct Options {
   double profile_seconds = 2;
   double price = 0, deadline = 0, budget = 0, memory_mb = 0;
   std::string json_path, plot_path;
+  bool calibrate = true;
 };
 
 int rank_of(quorum_comm_t comm) {
@@ -192,6 +193,9 @@ int main(int argc, char **argv) {
       ->check(checks::finite())
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
+  app.add_flag("--no-calibrate{false}", o.calibrate,
+               "keep the profile's step times as measured (default: scaled to the pilot's "
+               "longer measurement at its batch)");
   app.add_option("--profile-warmup", o.profile_warmup, "untimed steps before them")
       ->check(CLI::Range(0, 100000))
       ->capture_default_str();
@@ -422,6 +426,24 @@ int main(int argc, char **argv) {
       pr.eval_seconds, pr.b_noise, pr.b_noise_error, pr.late_samples, pr.noise_samples,
       pr.b_noise_whole, pr.b_noise_ema));
 
+  // The profile gives the shape of step time against the batch from a few
+  // seconds per batch; the pilot timed quorum-train's own step at its batch
+  // over far longer. On a shared machine the two differ by the load of the
+  // moment: set the profile's level by the pilot (reported, and in the JSON).
+  const tu::StepProfile &at_pilot = world > 1 ? together : alone;
+  const double profiled = at_pilot.seconds_at(o.pilot_batch);
+  const double pilot_compute = pr.step_seconds - ab.seconds(grad_bytes, world);
+  double calibration = 1;
+  if (o.calibrate && profiled > 0 && pilot_compute > 0) calibration = pilot_compute / profiled;
+  alone.scale(calibration), together.scale(calibration);
+  say(
+      fmt::format("step time at batch {} per rank: profiled {:.2f} ms, in the pilot {:.2f} ms: "
+                  "profile scaled by {:.2f}{}",
+                  o.pilot_batch, 1e3 * profiled, 1e3 * pilot_compute, calibration,
+                  !o.calibrate        ? " (not: --no-calibrate)"
+                  : pilot_compute > 0 ? ""
+                                      : " (not: no pilot step without a noise measurement)"));
+
   // 4. Predict and choose. Steps count to the first evaluation at or above the
   // target: the pilot's count is anchored half an evaluation interval earlier.
   tu::PredictorInputs in;
@@ -484,6 +506,7 @@ int main(int argc, char **argv) {
                {"seconds", pilot_seconds}}},
              {"allreduce", {{"alpha", ab.alpha}, {"beta", ab.beta}, {"r2", ab.r2}}},
              {"tuning_seconds", tuning_seconds},
+             {"profile_calibration", calibration},
              {"rows", json::array()}};
     for (const auto &r : rows) {
       doc["rows"].push_back(report::row_json(r));

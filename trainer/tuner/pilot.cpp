@@ -66,7 +66,8 @@ Status run_pilot(const PilotOptions &o, Backend *backend, const DataSplit &data,
   std::vector<float> images(size_t(b) * model->image_size());
   std::vector<int32_t> labels(static_cast<size_t>(b));
   const int64_t max_steps = int64_t(std::ceil(o.max_epochs * double(steps_per_epoch)));
-  int64_t step = 0;
+  int64_t step = 0, plain_steps = 0;
+  double plain_seconds = 0;  // steps without a noise measurement: quorum-train's step
   for (int64_t epoch = 0; step < max_steps; ++epoch) {
     const std::vector<uint32_t> order = sampler.epoch_indices(epoch);
     for (int64_t s = 0; s < steps_per_epoch && step < max_steps; ++s) {
@@ -106,7 +107,9 @@ Status run_pilot(const PilotOptions &o, Backend *backend, const DataSplit &data,
       backend->sgd_update(n, SgdStep{o.lr, o.momentum, o.weight_decay}, model->params(),
                           model->grads(), velocity);
       backend->synchronize();
-      out->train_seconds += since(t0);
+      const double took = since(t0);
+      out->train_seconds += took;
+      if (!measure) plain_seconds += took, ++plain_steps;
       ++step;
       if (!evaluates_after(s + 1, steps_per_epoch, o.evals_per_epoch)) continue;
       const auto te = Clock::now();
@@ -128,6 +131,7 @@ Status run_pilot(const PilotOptions &o, Backend *backend, const DataSplit &data,
     if (out->reached) break;
   }
   out->steps = step;
+  out->step_seconds = plain_steps > 0 ? plain_seconds / double(plain_steps) : 0;
   // The noise scale grows as the loss falls; the one that sets the steps to
   // a target is measured near that target (McCandlish et al. compare the
   // critical batch at a loss with the noise scale at that loss): the mean

@@ -39,6 +39,7 @@ struct PilotResult {
   bool reached = false;
   int64_t steps = 0;         // to the target (or run, if not reached)
   double train_seconds = 0;  // training time to there (evaluations excluded)
+  double step_seconds = 0;   // mean time of the steps without a noise measurement
   double eval_seconds = 0;
   double best_accuracy = 0;
   int64_t steps_per_epoch = 0;

@@ -29,6 +29,10 @@ class StepProfile {
   Status add(int batch, double seconds, double peak_bytes = 0);
   const std::vector<Point> &points() const { return points_; }
   bool empty() const { return points_.empty(); }
+  // Every step time multiplied by `factor` (> 0): the same shape at another level.
+  void scale(double factor) {
+    for (auto &p : points_) p.seconds *= factor;
+  }
   // Seconds per step at `batch` (>= 1); *extrapolated (if given) says
   // whether it lies outside the measured range. Needs at least one point.
   double seconds_at(double batch, bool *extrapolated = nullptr) const;

@@ -69,7 +69,7 @@ struct Options {
   int profile_steps = 20, profile_warmup = 3;
   double profile_seconds = 2;
   double price = 0, deadline = 0, budget = 0, memory_mb = 0;
-  std::string json_path, plot_path;
+  std::string json_path, plot_path, plot_script = QUORUM_TUNE_PLOT_SCRIPT;
   bool calibrate = true;
 };
 
@@ -216,6 +216,8 @@ int main(int argc, char **argv) {
   app.add_option("--json", o.json_path, "write the predictions and the choice here (atomically)");
   app.add_option("--plot", o.plot_path,
                  "draw cost against time (front, knee, choice) to this PNG (python3-matplotlib)");
+  app.add_option("--plot-script", o.plot_script, "the script --plot runs (perf/plot_tune.py)")
+      ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   auto usage = [](const std::string &e) {
     std::fprintf(stderr, "quorum-tune: %s\n", e.c_str());
@@ -521,9 +523,7 @@ int main(int argc, char **argv) {
     if (report::write_atomically(json_for_plot, text) != quorum::kOk)
       return stop(1, quorum::last_error());
     if (!o.plot_path.empty()) {
-      const char *script = std::getenv("QUORUM_TUNE_PLOT");
-      const quorum::Status ps =
-          report::draw_plot(script ? script : QUORUM_TUNE_PLOT_SCRIPT, json_for_plot, o.plot_path);
+      const quorum::Status ps = report::draw_plot(o.plot_script, json_for_plot, o.plot_path);
       if (o.json_path.empty()) std::remove(json_for_plot.c_str());
       if (ps != quorum::kOk) return stop(1, quorum::last_error());
     }

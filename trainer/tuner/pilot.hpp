@@ -1,0 +1,58 @@
+// pilot.hpp: the tuner's short pilot run: quorum-train's own training at one
+// batch size, until the test accuracy first reaches the target, measuring the
+// gradient noise scale on the way.
+//
+// The pilot trains exactly as quorum-train would with the same options (same
+// initial parameters, data order, learning rate and SGD), and evaluates the
+// test set at the points quorum-train's --evals-per-epoch does, so the steps it
+// counts to the target are the ones a real run would be seen to take. Noise
+// scale (noise_scale.hpp), every `noise_every` steps: on several ranks each
+// rank's |g_local|^2 against the reduced |g|^2; on one process the first half
+// of the batch is run through backward first (half a step's compute extra).
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "runtime/status.hpp"
+#include "trainer/backend.hpp"
+#include "trainer/dataset.hpp"
+#include "trainer/gradient_reducer.hpp"
+#include "trainer/tuner/noise_scale.hpp"
+
+namespace quorum::trainer::tuner {
+
+struct PilotOptions {
+  std::string model = "fm-s";
+  int local_batch = 64;
+  double lr = 0.02;  // peak rate for the global batch (no warmup, constant)
+  double momentum = 0.9, weight_decay = 0.0;
+  uint64_t seed = 1;
+  double target_accuracy = 0.88;
+  int evals_per_epoch = 20;
+  double max_epochs = 3;  // give up (an unreachable target) after this many
+  int noise_every = 2;
+};
+
+struct PilotResult {
+  bool reached = false;
+  int64_t steps = 0;         // to the target (or run, if not reached)
+  double train_seconds = 0;  // training time to there (evaluations excluded)
+  double step_seconds = 0;   // mean time of the steps without a noise measurement
+  double eval_seconds = 0;
+  double best_accuracy = 0;
+  int64_t steps_per_epoch = 0;
+  // B_noise near the target (the last quarter of the samples) and its
+  // standard error; over the whole pilot; and the EMA at its end.
+  double b_noise = 0, b_noise_error = 0, b_noise_whole = 0, b_noise_ema = 0;
+  int64_t noise_samples = 0, late_samples = 0;
+  std::vector<std::pair<int64_t, double>> curve;  // (step, test accuracy) at each evaluation
+};
+
+// `progress` (if given) after each evaluation: (step, accuracy, B_noise so far).
+Status run_pilot(const PilotOptions &options, Backend *backend, const DataSplit &data,
+                 GradientReducer *reducer,
+                 const std::function<void(int64_t, double, double)> &progress, PilotResult *out);
+
+}  // namespace quorum::trainer::tuner

@@ -25,9 +25,40 @@ namespace {
 
 py::object g_error_type;  // quorum._quorum.QuorumError
 
+// Context of the out-of-band allgather: a Python callable(bytes) -> bytes.
+struct OobContext {
+  py::function allgather;
+  int size = 0;
+  std::string error;
+};
+
+int oob_allgather(const void *send, void *recv, size_t bytes, void *ctx_ptr) {
+  auto *ctx = static_cast<OobContext *>(ctx_ptr);
+  py::gil_scoped_acquire gil;
+  try {
+    py::object out = ctx->allgather(py::bytes(static_cast<const char *>(send), bytes));
+    py::buffer_info info = py::reinterpret_borrow<py::buffer>(out).request();
+    const size_t got = static_cast<size_t>(info.size * info.itemsize);
+    if (got != bytes * size_t(ctx->size)) {
+      ctx->error = "the allgather returned " + std::to_string(got) + " bytes, expected " +
+                   std::to_string(bytes) + " x " + std::to_string(ctx->size);
+      return 1;
+    }
+    std::memcpy(recv, info.ptr, got);
+    return 0;
+  } catch (py::error_already_set &e) {
+    ctx->error = std::string("the allgather raised: ") + e.what();
+  } catch (std::exception &e) {
+    ctx->error = std::string("the allgather failed: ") + e.what();
+  }
+  return 1;
+}
+
 // A communicator; shared by the Requests and Partials made from it.
 struct CommState {
   quorum_comm_t c = nullptr;
+  // init_oob: the bootstrap calls the allgather again later (finalize).
+  std::unique_ptr<OobContext> oob;
   ~CommState() {
     if (c) quorum_finalize(c);
   }
@@ -190,35 +221,6 @@ class Partial {
   quorum_dtype_t dtype_;
 };
 
-// Context of the out-of-band allgather: a Python callable(bytes) -> bytes.
-struct OobContext {
-  py::function allgather;
-  int size = 0;
-  std::string error;
-};
-
-int oob_allgather(const void *send, void *recv, size_t bytes, void *ctx_ptr) {
-  auto *ctx = static_cast<OobContext *>(ctx_ptr);
-  py::gil_scoped_acquire gil;
-  try {
-    py::object out = ctx->allgather(py::bytes(static_cast<const char *>(send), bytes));
-    py::buffer_info info = py::reinterpret_borrow<py::buffer>(out).request();
-    const size_t got = static_cast<size_t>(info.size * info.itemsize);
-    if (got != bytes * size_t(ctx->size)) {
-      ctx->error = "the allgather returned " + std::to_string(got) + " bytes, expected " +
-                   std::to_string(bytes) + " x " + std::to_string(ctx->size);
-      return 1;
-    }
-    std::memcpy(recv, info.ptr, got);
-    return 0;
-  } catch (py::error_already_set &e) {
-    ctx->error = std::string("the allgather raised: ") + e.what();
-  } catch (std::exception &e) {
-    ctx->error = std::string("the allgather failed: ") + e.what();
-  }
-  return 1;
-}
-
 class Comm {
  public:
   explicit Comm(std::shared_ptr<CommState> s) : s_(std::move(s)) {}
@@ -233,9 +235,10 @@ class Comm {
     return Comm(s);
   }
   static Comm init_oob(int rank, int size, py::function allgather) {
-    OobContext ctx{std::move(allgather), size, {}};
-    quorum_oob_t oob{rank, size, oob_allgather, &ctx};
     auto s = std::make_shared<CommState>();
+    s->oob.reset(new OobContext{std::move(allgather), size, {}});
+    OobContext &ctx = *s->oob;
+    quorum_oob_t oob{rank, size, oob_allgather, &ctx};
     quorum_status_t st;
     {
       py::gil_scoped_release nogil;

@@ -68,7 +68,7 @@ def init_process_group(comm, backend="gloo", timeout=timedelta(seconds=120)):
     store = None
     port = np.zeros(1, dtype=np.int64)
     if comm.rank == 0:
-        store = dist.TCPStore(addr, 0, comm.size, True, timeout)
+        store = dist.TCPStore(addr, 0, comm.size, True, timeout, wait_for_workers=False)
         port[0] = store.port
     comm.bcast(port, root=0)
     if comm.rank != 0:
@@ -96,6 +96,7 @@ class CommHook:
         if max_staleness < 0 or sync_steps < 0:
             raise ValueError("max_staleness and sync_steps must be 0 or more")
         self.reduce = reduce
+        self.__name__ = self.__qualname__ = f"quorum_{reduce}_hook"  # DDP logs the name
         self.max_staleness = int(max_staleness)
         self.carry_weight = float(carry_weight)
         self.partial_scale = partial_scale

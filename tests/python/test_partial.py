@@ -6,7 +6,6 @@ import time
 
 import numpy as np
 import pytest
-import torch
 
 from quorum import DType, Mode
 
@@ -65,6 +64,7 @@ def test_drop_mode_counts_and_reports(comm):
 
 
 def test_partial_on_torch_tensors(comm):
+    torch = pytest.importorskip("torch")
     count = 64
     with comm.partial(count, dtype=torch.float32, mode=Mode.MAJORITY, seed=3) as p:
         g = torch.full((8, 8), float(comm.rank + 1))

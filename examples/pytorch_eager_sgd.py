@@ -74,12 +74,16 @@ def evaluate(model, x, y):
 def main():
     a = parse()
     torch.set_num_threads(a.threads)
-    comm = quorum.init()
-    if not dist.is_initialized():
-        if "MASTER_ADDR" in os.environ and "RANK" in os.environ:  # torchrun
-            dist.init_process_group("gloo")
-        else:  # quorum-run, mpirun, srun: torch.distributed over quorum's ranks
-            quorum.torch.init_process_group(comm, backend="gloo")
+    if "TORCHELASTIC_RUN_ID" in os.environ or "QUORUM_RANK" not in os.environ and \
+            "MASTER_ADDR" in os.environ:
+        # torchrun (or MASTER_ADDR/RANK/WORLD_SIZE set by hand): torch.distributed
+        # first, then quorum over its ranks (the hand-over).
+        dist.init_process_group("gloo")
+        comm = quorum.torch.init()
+    else:
+        # quorum-run, mpirun, srun: quorum first, torch.distributed over its ranks.
+        comm = quorum.init()
+        quorum.torch.init_process_group(comm, backend="gloo")
     rank, size = dist.get_rank(), dist.get_world_size()
     x_train, y_train = load(a.data_dir, "train")
     x_test, y_test = load(a.data_dir, "t10k")
@@ -142,8 +146,8 @@ def main():
         hook.close()
     if rank == 0:
         print(json.dumps(summary), flush=True)
+    comm.finalize()  # first: a communicator handed over from torch finalizes through it
     dist.destroy_process_group()
-    comm.finalize()
     return 0 if agree else 3
 
 

@@ -30,6 +30,9 @@ def _group_allgather(group):
     nccl = dist.get_backend(group) == "nccl"
 
     def allgather(data):
+        if not dist.is_initialized():
+            raise RuntimeError("torch.distributed's process group is gone: finalize the quorum "
+                               "communicator before torch.distributed.destroy_process_group()")
         mine = torch.frombuffer(bytearray(data), dtype=torch.uint8)
         if nccl:  # NCCL gathers device tensors into one tensor
             out = torch.empty(len(data) * world, dtype=torch.uint8, device="cuda")

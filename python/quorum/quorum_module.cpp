@@ -257,6 +257,8 @@ class Comm {
       st = quorum_finalize(s_->c);
     }
     if (st != QUORUM_ERR_INVALID_ARG) s_->c = nullptr;  // INVALID_ARG: refused, still usable
+    if (st != QUORUM_OK && s_->oob && !s_->oob->error.empty())
+      fail(st, s_->oob->error + " (" + quorum_last_error() + ")");
     check(st);
   }
   bool finalized() const { return s_->c == nullptr; }

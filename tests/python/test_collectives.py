@@ -187,3 +187,33 @@ def test_finalized_comm_refuses_calls():
         assert c.size >= 1
     assert c.finalized
     invalid(lambda: c.barrier(), "finalized")
+
+
+def test_init_oob_with_python_allgather():
+    # A one-rank group of its own on every rank: the allgather is the identity.
+    calls = []
+
+    def identity(data):
+        calls.append(len(data))
+        return data
+
+    with quorum.init_oob(0, 1, identity) as c:
+        assert (c.rank, c.size) == (0, 1) and calls
+        x = np.arange(3, dtype=np.int32)
+        c.allreduce(x)
+        np.testing.assert_array_equal(x, np.arange(3))
+
+
+def test_init_oob_errors_name_the_cause():
+    def broken(data):
+        raise ValueError("no network today")
+
+    with pytest.raises(QuorumError) as e:
+        quorum.init_oob(0, 1, broken)
+    assert e.value.status == Status.ERR_BOOTSTRAP and "no network today" in e.value.detail
+    with pytest.raises(QuorumError) as e:
+        quorum.init_oob(0, 1, lambda data: data + b"x")
+    assert "bytes" in e.value.detail
+    with pytest.raises(QuorumError) as e:
+        quorum.init_oob(2, 2, lambda data: data)
+    assert e.value.status == Status.ERR_INVALID_ARG and "rank 2" in e.value.detail

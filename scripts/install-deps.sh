@@ -12,8 +12,8 @@ packages=(
   libopenblas-dev libdnnl-dev ocl-icd-opencl-dev
   slurmd slurmctld slurm-client munge
   dataset-fashion-mnist python3 python3-matplotlib python3-numpy zlib1g-dev
+  python3-dev pybind11-dev python3-pytest python3-torch
 )
-if [ "${QUORUM_WITH_TORCH:-0}" = 1 ]; then packages+=(python3-torch); fi
 
 missing=()
 for p in "${packages[@]}"; do

@@ -5,6 +5,7 @@ set -euo pipefail
 
 packages=(
   meson ninja-build pkg-config g++ clang-format
+  help2man
   libucx-dev ucx-utils libibverbs-dev rdma-core ibverbs-utils librdmacm-dev
   libhwloc-dev hwloc libpmix-dev libopenmpi-dev openmpi-bin
   libgtest-dev libgmock-dev libbenchmark-dev

@@ -8,6 +8,7 @@ packages=(
   help2man
   libucx-dev ucx-utils libibverbs-dev rdma-core ibverbs-utils librdmacm-dev
   libhwloc-dev hwloc libpmix-dev libopenmpi-dev openmpi-bin
+  libudev-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libfmt-dev libcli11-dev nlohmann-json3-dev zlib1g-dev
   libopenblas-dev libdnnl-dev ocl-icd-opencl-dev

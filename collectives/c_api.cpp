@@ -77,6 +77,12 @@ Status make_comm(std::unique_ptr<quorum::Bootstrap> bootstrap, quorum_comm_t *ou
 
 }  // namespace
 
+quorum_request_t quorum::make_request_handle(Communicator *comm, RequestPtr req) {
+  auto *handle = new quorum_request{comm, std::move(req)};
+  live_request_handles().add(handle);
+  return handle;
+}
+
 extern "C" {
 
 const char *quorum_version(void) {
@@ -141,8 +147,7 @@ quorum_status_t quorum_iallreduce(quorum_comm_t comm, const void *send, void *re
   *req = nullptr;
   RequestPtr r;
   QUORUM_CHECK(comm->comm->iallreduce(send, recv, count, dtype, op, &r));
-  *req = new quorum_request{comm->comm.get(), std::move(r)};
-  live_request_handles().add(*req);
+  *req = quorum::make_request_handle(comm->comm.get(), std::move(r));
   return QUORUM_OK;
 }
 

@@ -10,3 +10,8 @@
 struct quorum_comm {
   std::unique_ptr<quorum::Communicator> comm;
 };
+
+namespace quorum {
+// A request handle for quorum_wait/quorum_test (c_api.cpp), live until released.
+quorum_request_t make_request_handle(Communicator *comm, RequestPtr req);
+}  // namespace quorum

@@ -137,6 +137,11 @@ class Communicator {
   // Starts a validated collective (used by the entry points above). A
   // non-blocking one stays live (see finalize) until wait/test releases it.
   Status start(const CollArgs &args, RequestPtr *req, bool blocking);
+  // Runs a schedule built outside start(): point-to-point transfers, the
+  // collectives of collectives/more_collectives.cpp (communicator_submit.cpp).
+  // Takes no sequence number; keeps `leases` until it completes. Live as above.
+  Status submit(std::unique_ptr<Schedule> schedule, const std::string &what, RequestPtr *req,
+                bool blocking, std::vector<ScratchPool::Lease> leases = {});
 
  private:
   Communicator() = default;

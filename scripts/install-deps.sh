@@ -5,8 +5,10 @@ set -euo pipefail
 
 packages=(
   meson ninja-build pkg-config g++ clang-format
+  help2man
   libucx-dev ucx-utils libibverbs-dev rdma-core ibverbs-utils librdmacm-dev
   libhwloc-dev hwloc libpmix-dev libopenmpi-dev openmpi-bin
+  libudev-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libfmt-dev libcli11-dev nlohmann-json3-dev zlib1g-dev
   libopenblas-dev libdnnl-dev ocl-icd-opencl-dev

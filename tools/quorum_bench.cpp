@@ -16,6 +16,7 @@
 #include <string>
 
 #include "quorum/quorum.h"
+#include "tools/cli_common.hpp"
 #include "tools/quorum_bench_colls.hpp"
 #include "tools/quorum_bench_options.hpp"
 #include "tools/quorum_bench_partial.hpp"
@@ -161,12 +162,8 @@ int run(int argc, char **argv) {
                     "post each gradient with quorum_partial_post (a copy) instead of "
                     "quorum_partial_post_ref");
 
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError &e) {
-    int code = app.exit(e);
-    return code == 0 ? 0 : 2;
-  }
+  quorum_tools::add_version_flag(app, "quorum-bench");
+  QUORUM_TOOL_PARSE(app, argc, argv);
 
   if (partial->parsed()) {
     auto bytes = parse_bytes(partial_bytes);

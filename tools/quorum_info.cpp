@@ -1,7 +1,8 @@
-// quorum-info: what quorum sees on this machine and in this job: version, the
-// bootstrap in use (rank/size), the transports available and the one chosen,
-// UCX's version and memory types, the topology, and every knob with its value,
-// default, source and help. `--json` prints the same as one JSON object.
+// quorum-info: what quorum sees on this machine and in this job: version and
+// build configuration, the bootstrap in use (rank/size), the transports
+// available and the one chosen, UCX's version and memory types, the topology,
+// and every knob with its value, default, source and help. `--json` prints the same as one JSON
+// object.
 //
 // Run alone it describes a single process; under quorum-run or mpirun it
 // connects like any quorum program (rank 0 prints unless --all-ranks).
@@ -17,8 +18,10 @@
 
 #include "collectives/communicator.hpp"
 #include "quorum/quorum.h"
+#include "quorum_build_config.h"
 #include "runtime/bootstrap/bootstrap.hpp"
 #include "runtime/knobs.hpp"
+#include "tools/cli_common.hpp"
 #include "transports/transport.hpp"
 
 #if __has_include("runtime/topology.hpp")
@@ -29,6 +32,18 @@
 namespace {
 
 using nlohmann::json;
+
+// How this quorum was built: meson's build type, the compiler, and the
+// versions of the libraries it was built against (CUDA: "no" without it).
+json build_facts() {
+  return json{{"build_type", QUORUM_BUILD_TYPE},
+              {"compiler", QUORUM_BUILD_COMPILER},
+              {"cuda", QUORUM_BUILD_CUDA},
+              {"pmix", QUORUM_BUILD_PMIX},
+              {"ucx", QUORUM_BUILD_UCX},
+              {"hwloc", QUORUM_BUILD_HWLOC},
+              {"signature_check_default", QUORUM_SIGNATURE_CHECK_DEFAULT != 0}};
+}
 
 // UCX as loaded at run time: version and the memory types its context accepts.
 json ucx_facts() {
@@ -148,6 +163,11 @@ std::string text_or(const json &j, const char *key, const std::string &fallback)
 
 void print_text(const json &info) {
   fmt::print("quorum {}\n\n", info["version"].get<std::string>());
+  const json &build = info["build"];
+  fmt::print("build          : {}, {}; built against CUDA {}, PMIx {}, UCX {}, hwloc {}\n",
+             build["build_type"].get<std::string>(), build["compiler"].get<std::string>(),
+             build["cuda"].get<std::string>(), build["pmix"].get<std::string>(),
+             build["ucx"].get<std::string>(), build["hwloc"].get<std::string>());
 
   const json &b = info["bootstrap"];
   if (b.contains("error")) {
@@ -224,10 +244,12 @@ int main(int argc, char **argv) {
   app.add_flag("--no-connect", no_connect,
                "only bootstrap; do not connect a communicator (no transport chosen)");
   app.add_flag("--all-ranks", all_ranks, "every rank prints (default: rank 0 only)");
-  CLI11_PARSE(app, argc, argv);
+  quorum_tools::add_version_flag(app, "quorum-info");
+  QUORUM_TOOL_PARSE(app, argc, argv);
 
   json info;
   info["version"] = quorum_version();
+  info["build"] = build_facts();
   bool ok = true;
   int rank = 0;
   json job = job_facts(!no_connect, &rank, &ok);

@@ -31,6 +31,7 @@
 
 #include "runtime/bootstrap/tcp_store.hpp"
 #include "runtime/clock.hpp"
+#include "tools/cli_common.hpp"
 
 extern char **environ;
 
@@ -420,7 +421,8 @@ int main(int argc, char **argv) {
   app.footer(
       "Usage: quorum-run -n N [--timeout S] [--grace S] [--] prog args...\n"
       "Example: quorum-run -n 4 -- ./my_program --steps 10");
-  CLI11_PARSE(app, argc, argv);
+  quorum_tools::add_version_flag(app, "quorum-run");
+  QUORUM_TOOL_PARSE(app, argc, argv);
   std::vector<std::string> command = app.remaining();
   if (!command.empty() && command.front() == "--") command.erase(command.begin());
   if (command.empty()) {

@@ -22,6 +22,7 @@
 
 #include "quorum/quorum.h"
 #include "runtime/status.hpp"
+#include "tools/cli_common.hpp"
 #include "tools/quorum_train_checks.hpp"
 #include "trainer/backend.hpp"
 #include "trainer/checkpoint.hpp"
@@ -402,7 +403,8 @@ int main(int argc, char **argv) {
                "solo/majority: a rank that fell behind still computes a gradient for every "
                "step (it can only be late) instead of applying the steps the others already "
                "ran and computing on the newest parameters");
-  CLI11_PARSE(app, argc, argv);
+  quorum_tools::add_version_flag(app, "quorum-train");
+  QUORUM_TOOL_PARSE(app, argc, argv);
   // The default weight means nothing with --drop-late (the reducer refuses a given one).
   if (drop_late && app.count("--carry-weight") == 0) carry_weight = 1;
 

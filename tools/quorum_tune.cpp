@@ -25,6 +25,7 @@
 
 #include "quorum/quorum.h"
 #include "runtime/status.hpp"
+#include "tools/cli_common.hpp"
 #include "tools/quorum_train_checks.hpp"
 #include "tools/quorum_tune_report.hpp"
 #include "trainer/backend.hpp"
@@ -218,7 +219,8 @@ int main(int argc, char **argv) {
                  "draw cost against time (front, knee, choice) to this PNG (python3-matplotlib)");
   app.add_option("--plot-script", o.plot_script, "the script --plot runs (perf/plot_tune.py)")
       ->capture_default_str();
-  CLI11_PARSE(app, argc, argv);
+  quorum_tools::add_version_flag(app, "quorum-tune");
+  QUORUM_TOOL_PARSE(app, argc, argv);
   auto usage = [](const std::string &e) {
     std::fprintf(stderr, "quorum-tune: %s\n", e.c_str());
     return 2;

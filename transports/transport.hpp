@@ -1,5 +1,5 @@
-// transport.hpp: the one small interface every transport implements (ucx,
-// inproc, verbs), and the registry that picks one by name.
+// transport.hpp: the one small interface every transport implements (ucx and
+// inproc), and the registry that picks one by name.
 //
 // A Transport instance belongs to one communicator. It connects to every peer
 // during init() (addresses exchanged through the Bootstrap), then moves tagged

@@ -30,6 +30,12 @@ enum class CollKind : uint8_t {
   Signature = 6,       // the mismatch check in front of a collective
   PartialControl = 7,  // partial collectives: activations
   PartialData = 8,     // partial collectives: data phase
+  PointToPoint = 9,    // quorum_send/recv: the user's tag in the sequence field
+  CommSplit = 10,      // a sub-communicator's bootstrap over its parent (comm_split.cpp)
+  Alltoall = 11,       // alltoall and alltoallv (more_collectives.cpp)
+  Gather = 12,
+  Scatter = 13,
+  Reduce = 14,  // rooted reduce
 };
 const char *coll_kind_name(CollKind kind);
 

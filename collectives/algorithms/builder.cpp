@@ -22,6 +22,18 @@ const char *coll_kind_name(CollKind kind) {
       return "partial_control";
     case CollKind::PartialData:
       return "partial_data";
+    case CollKind::PointToPoint:
+      return "point_to_point";
+    case CollKind::CommSplit:
+      return "comm_split";
+    case CollKind::Alltoall:
+      return "alltoall";
+    case CollKind::Gather:
+      return "gather";
+    case CollKind::Scatter:
+      return "scatter";
+    case CollKind::Reduce:
+      return "reduce";
   }
   return "unknown";
 }

@@ -97,6 +97,56 @@ quorum_status_t quorum_allgather(quorum_comm_t comm, const void *send, void *rec
 quorum_status_t quorum_reduce_scatter(quorum_comm_t comm, const void *send, void *recv,
                                       size_t count_per_rank, quorum_dtype_t dtype, quorum_op_t op);
 
+/* Rooted and personalised collectives (host buffers; sizes in bytes except
+ * reduce's count). quorum_reduce: the reduction of every rank's send lands in
+ * the root's recv (recv unused elsewhere; QUORUM_IN_PLACE as the root's send).
+ * quorum_gather: the root's recv gets every rank's block in rank order (recv
+ * unused elsewhere; QUORUM_IN_PLACE as the root's send: its block is in place).
+ * quorum_scatter: block j of the root's send lands in rank j's recv (send
+ * unused elsewhere). quorum_alltoall: block j of send lands in rank j's recv
+ * as block `rank` (send and recv do not overlap). quorum_alltoallv: send_bytes[j]
+ * bytes at send + send_offsets[j] go to rank j, recv_bytes[j] bytes from rank j
+ * land at recv + recv_offsets[j]; sizes that disagree between two ranks fail
+ * with QUORUM_ERR_MISMATCH. */
+quorum_status_t quorum_reduce(quorum_comm_t comm, const void *send, void *recv, size_t count,
+                              quorum_dtype_t dtype, quorum_op_t op, int root);
+quorum_status_t quorum_gather(quorum_comm_t comm, const void *send, void *recv,
+                              size_t bytes_per_rank, int root);
+quorum_status_t quorum_scatter(quorum_comm_t comm, const void *send, void *recv,
+                               size_t bytes_per_rank, int root);
+quorum_status_t quorum_alltoall(quorum_comm_t comm, const void *send, void *recv,
+                                size_t bytes_per_rank);
+quorum_status_t quorum_alltoallv(quorum_comm_t comm, const void *send, const size_t *send_bytes,
+                                 const size_t *send_offsets, void *recv, const size_t *recv_bytes,
+                                 const size_t *recv_offsets);
+
+/* Sub-communicators, as MPI_Comm_split and MPI_Comm_dup make them. Collective
+ * over comm (every rank calls it, in the same order as comm's collectives).
+ * The ranks that pass one color >= 0 form a new communicator, ranked by key
+ * (ties by their rank in comm); a rank that passes QUORUM_UNDEFINED joins none
+ * and gets NULL. Every call and partial object works on the new communicator,
+ * which has its own transport endpoints and progress; release it with
+ * quorum_finalize (collective over its ranks), before or after comm. */
+#define QUORUM_UNDEFINED (-1)
+quorum_status_t quorum_comm_split(quorum_comm_t comm, int color, int key, quorum_comm_t *newcomm);
+/* The same ranks in the same order, with tags of its own (a library's own
+ * communicator). */
+quorum_status_t quorum_comm_dup(quorum_comm_t comm, quorum_comm_t *newcomm);
+
+/* Point-to-point: bytes from this rank to rank peer of comm, matched by
+ * (source, tag); between two ranks, messages of one tag arrive in the order
+ * they were sent. The receive names its source and the exact size sent (no
+ * wildcards; a size that differs fails with QUORUM_ERR_MISMATCH). tag in
+ * [0, 2^28); peer != this rank; host buffers. quorum_send returns once buf may
+ * be reused; both are bounded by QUORUM_TIMEOUT_MS. The non-blocking forms
+ * complete through quorum_wait / quorum_test. */
+quorum_status_t quorum_send(quorum_comm_t comm, const void *buf, size_t bytes, int peer, int tag);
+quorum_status_t quorum_recv(quorum_comm_t comm, void *buf, size_t bytes, int peer, int tag);
+quorum_status_t quorum_isend(quorum_comm_t comm, const void *buf, size_t bytes, int peer, int tag,
+                             quorum_request_t *req);
+quorum_status_t quorum_irecv(quorum_comm_t comm, void *buf, size_t bytes, int peer, int tag,
+                             quorum_request_t *req);
+
 /* Collective: *ptr = bytes (equal on every rank, zeroed, page aligned). When
  * every rank is a process of this host (ucx with shared memory) the buffers
  * are symmetric: each rank can reach every rank's, so an allreduce whose send

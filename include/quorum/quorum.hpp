@@ -195,7 +195,56 @@ class Comm {
     check(quorum_reduce_scatter(c_, send, recv, count_per_rank, dtype_of<T>::value, op));
   }
 
+  // Rooted and personalised collectives (quorum_reduce, quorum_gather, ...).
+  template <typename T>
+  void reduce(const T *send, T *recv, size_t count, int root, quorum_op_t op = QUORUM_SUM) {
+    check(quorum_reduce(c_, send, recv, count, dtype_of<T>::value, op, root));
+  }
+  void gather(const void *send, void *recv, size_t bytes_per_rank, int root) {
+    check(quorum_gather(c_, send, recv, bytes_per_rank, root));
+  }
+  void scatter(const void *send, void *recv, size_t bytes_per_rank, int root) {
+    check(quorum_scatter(c_, send, recv, bytes_per_rank, root));
+  }
+  void alltoall(const void *send, void *recv, size_t bytes_per_rank) {
+    check(quorum_alltoall(c_, send, recv, bytes_per_rank));
+  }
+
+  // Sub-communicators (collective over this one). On a rank that passes
+  // QUORUM_UNDEFINED as its color, split returns an empty Comm (!valid()).
+  Comm split(int color, int key) const {
+    quorum_comm_t c = nullptr;
+    check(quorum_comm_split(c_, color, key, &c));
+    return Comm(c, Adopt{});
+  }
+  Comm dup() const {
+    quorum_comm_t c = nullptr;
+    check(quorum_comm_dup(c_, &c));
+    return Comm(c, Adopt{});
+  }
+  bool valid() const { return c_ != nullptr; }
+
+  // Point-to-point (quorum_send / quorum_recv): bytes to or from rank peer.
+  void send(const void *buf, size_t bytes, int peer, int tag = 0) {
+    check(quorum_send(c_, buf, bytes, peer, tag));
+  }
+  void recv(void *buf, size_t bytes, int peer, int tag = 0) {
+    check(quorum_recv(c_, buf, bytes, peer, tag));
+  }
+  Request isend(const void *buf, size_t bytes, int peer, int tag = 0) {
+    quorum_request_t r = nullptr;
+    check(quorum_isend(c_, buf, bytes, peer, tag, &r));
+    return Request(r);
+  }
+  Request irecv(void *buf, size_t bytes, int peer, int tag = 0) {
+    quorum_request_t r = nullptr;
+    check(quorum_irecv(c_, buf, bytes, peer, tag, &r));
+    return Request(r);
+  }
+
  private:
+  struct Adopt {};
+  Comm(quorum_comm_t c, Adopt) : c_(c) {}
   quorum_comm_t c_ = nullptr;
 };
 

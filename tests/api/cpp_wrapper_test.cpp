@@ -129,4 +129,63 @@ TEST(CppWrapper, OobWithBadArgumentsIsRejected) {
   EXPECT_EQ(quorum_init_oob(&oob, &c), QUORUM_ERR_INVALID_ARG);
 }
 
+// split, dup, send/recv and the rooted collectives through the wrapper.
+TEST(CppWrapperMpiStyle, SplitSendRecvAndRooted) {
+  constexpr int p = 4;
+  auto group = quorum::ThreadGroup::create(p);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < p; ++r) {
+    threads.emplace_back([group, r] {
+      ThreadOob ctx{group, r};
+      quorum_oob_t oob{r, p, thread_allgather, &ctx};
+      quorum::Comm comm(oob);
+      quorum::Comm half = comm.split(r % 2, -r);  // ranks 2, 0 and 3, 1
+      ASSERT_TRUE(half.valid());
+      EXPECT_EQ(half.size(), 2);
+      EXPECT_EQ(half.rank(), r < 2 ? 1 : 0);
+      int64_t sum = r;
+      half.allreduce(&sum, 1);
+      EXPECT_EQ(sum, r % 2 == 0 ? 2 : 4);
+      int32_t token = r, got = -1;
+      if (half.rank() == 0) {
+        half.send(&token, sizeof token, 1, 5);
+      } else {
+        auto req = half.irecv(&got, sizeof got, 0, 5);
+        req.wait();
+        EXPECT_EQ(got, r + 2);
+      }
+      half.finalize();
+      quorum::Comm none = comm.split(r == 0 ? QUORUM_UNDEFINED : 1, 0);
+      EXPECT_EQ(none.valid(), r != 0);
+      if (none.valid()) none.finalize();
+      quorum::Comm dup = comm.dup();
+      std::vector<double> v(8, r + 1.0), out(8, 0);
+      dup.reduce(v.data(), out.data(), v.size(), 3);
+      if (r == 3) {
+        EXPECT_EQ(out[7], 10.0);
+      }
+      std::vector<int32_t> all(p, -1), back(1, -1);
+      dup.gather(&token, all.data(), sizeof token, 1);
+      if (r == 1) {
+        EXPECT_EQ(all, (std::vector<int32_t>{0, 1, 2, 3}));
+      }
+      std::vector<int32_t> blocks{10, 11, 12, 13};
+      dup.scatter(blocks.data(), back.data(), sizeof(int32_t), 2);
+      EXPECT_EQ(back[0], 10 + r);
+      std::vector<int32_t> mine{r * 4, r * 4 + 1, r * 4 + 2, r * 4 + 3}, theirs(p, -1);
+      dup.alltoall(mine.data(), theirs.data(), sizeof(int32_t));
+      for (int j = 0; j < p; ++j) EXPECT_EQ(theirs[static_cast<size_t>(j)], j * 4 + r);
+      dup.finalize();
+      try {
+        int32_t x = 0;
+        comm.send(&x, sizeof x, r, 0);
+        ADD_FAILURE() << "a send to itself did not throw";
+      } catch (const quorum::Error &e) {
+        EXPECT_EQ(e.status(), QUORUM_ERR_INVALID_ARG);
+      }
+    });
+  }
+  for (auto &t : threads) t.join();
+}
+
 }  // namespace

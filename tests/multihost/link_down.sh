@@ -15,7 +15,7 @@ export QUORUM_TIMEOUT_MS=${QUORUM_TIMEOUT_MS:-5000}
 np=$(awk -F, '{ n = 0; for (i = 1; i <= NF; ++i) { split($i, a, ":"); n += a[2] } print n }' \
   <<<"$layout")
 start=$(date +%s%N)
-mpirun_on "$layout" "$np" --timeout "${MPIRUN_TIMEOUT:-60}" "$probe" >"$work/out" 2>&1 &
+MPIRUN_TIMEOUT=${MPIRUN_TIMEOUT:-60} mpirun_on "$layout" "$np" "$probe" >"$work/out" 2>&1 &
 pid=$!
 for _ in $(seq 100); do
   [ "$(grep -c ready "$work/out" || true)" -ge "$np" ] && break

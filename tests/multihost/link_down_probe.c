@@ -32,8 +32,8 @@ int main(void) {
   int code = 5;
   for (long iter = 0; now_ms() - start < 60e3; ++iter) {
     const double t0 = now_ms();
-    quorum_status_t s = quorum_allreduce(comm, QUORUM_IN_PLACE, buf, count, QUORUM_FLOAT32,
-                                         QUORUM_SUM);
+    quorum_status_t s =
+        quorum_allreduce(comm, QUORUM_IN_PLACE, buf, count, QUORUM_FLOAT32, QUORUM_SUM);
     if (s == QUORUM_OK) continue;
     const double t1 = now_ms();
     printf("rank %d: call %ld failed after %.0f ms (%.0f ms into the loop): %s: %s\n", rank, iter,
@@ -44,8 +44,7 @@ int main(void) {
   fflush(stdout);
   const double f0 = now_ms();
   quorum_status_t f = quorum_finalize(comm);
-  printf("rank %d: finalize returned %s after %.0f ms\n", rank, quorum_strerror(f),
-         now_ms() - f0);
+  printf("rank %d: finalize returned %s after %.0f ms\n", rank, quorum_strerror(f), now_ms() - f0);
   free(buf);
   return code;
 }

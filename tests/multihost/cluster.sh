@@ -1,13 +1,17 @@
 #!/usr/bin/env bash
 # cluster.sh: a simulated cluster on one machine, for multi-host tests and
-# benchmarks. Each host is a network, UTS and IPC namespace of its own (so
-# quorum and UCX see separate hosts: own hostname, no shared memory between
-# them); its eth0 is a veth whose root-side end (PREFIXvI) sits on a bridge.
+# benchmarks. Each host is a network, UTS, IPC and PID namespace of its own
+# (so quorum and UCX see separate hosts: own hostname, no shared memory and
+# no process watching between them), with its own /proc and /sys; its eth0
+# is a veth whose root-side end (PREFIXvI) sits on a bridge.
 #
 #   cluster.sh up N [RATE]   N hosts PREFIX1..PREFIXN at NET.(10+i); RATE (tc
 #                            tbf, e.g. 2gbit) shapes both ends of every link
 #   cluster.sh down          removes everything up made, even after a failed up
 #   cluster.sh exec HOST CMD...   runs CMD inside HOST
+#   cluster.sh launch HOST CMD... the same in the root's PID namespace: for
+#                            mpirun, whose rsh agent must enter the other
+#                            hosts (a PID namespace cannot enter a sibling)
 #   cluster.sh check         exits 0 if namespaces can be made here, else 77
 #   cluster.sh bytes         prints "HOST rx tx" of each root-side veth
 #
@@ -43,8 +47,8 @@ check() {
     exit 77
   fi
   ip netns delete "$probe"
-  if ! unshare --uts --ipc true 2>/dev/null; then
-    echo "cluster.sh: cannot create UTS/IPC namespaces" >&2
+  if ! unshare --uts --ipc --pid --fork true 2>/dev/null; then
+    echo "cluster.sh: cannot create UTS/IPC/PID namespaces" >&2
     exit 77
   fi
 }
@@ -54,16 +58,37 @@ host_index() {
   echo "${BASH_REMATCH[1]}"
 }
 
-# Runs "$@" inside host $1: its UTS and IPC namespaces, then `ip netns exec`
-# for the network (which also mounts the namespace's own /sys, where UCX
-# lists interfaces).
+# Runs "$@" inside host $1: its UTS, IPC and PID namespaces, then `ip netns
+# exec` for the network (which also mounts the namespace's own /sys, where
+# UCX lists interfaces), and a /proc of the host's PID namespace in that
+# private mount namespace.
 exec_in() {
-  local host=$1
-  shift
+  local with_pid=$1 host=$2
+  shift 2
   host_index "$host" >/dev/null
-  [ -e "/run/netns/$host" ] && [ -e "$state/$host.uts" ] || die "host $host is not up"
-  exec nsenter --uts="$state/$host.uts" --ipc="$state/$host.ipc" \
-    ip netns exec "$host" "$@"
+  [ -e "/run/netns/$host" ] && [ -e "$state/$host.pid" ] || die "host $host is not up"
+  if [ "$with_pid" = 0 ]; then
+    exec nsenter --uts="$state/$host.uts" --ipc="$state/$host.ipc" ip netns exec "$host" "$@"
+  fi
+  exec nsenter --uts="$state/$host.uts" --ipc="$state/$host.ipc" --pid="$state/$host.pid" \
+    ip netns exec "$host" sh -c 'mount -t proc proc /proc && exec "$@"' "$host" "$@"
+}
+
+# Makes host $1's PID namespace, kept alive by its init (a sleep that lives in
+# the host's network namespace, so that down ends it with the rest; bound
+# from the root mount namespace, where the other namespace files are).
+make_pid_namespace() {
+  local host=$1
+  touch "$state/$host.pid"
+  setsid unshare --pid="$state/$host.pid" --fork --kill-child \
+    ip netns exec "$host" sleep infinity </dev/null >/dev/null 2>&1 &
+  local _
+  for _ in $(seq 100); do
+    nsenter --pid="$state/$host.pid" true 2>/dev/null && return 0
+    sleep 0.05
+  done
+  echo "cluster.sh: the PID namespace of $host did not come up" >&2
+  return 1
 }
 
 shape() {  # shape RATE DEV [NETNS]
@@ -94,6 +119,7 @@ up() {
     ip netns add "$host"
     touch "$state/$host.uts" "$state/$host.ipc"
     unshare --uts="$state/$host.uts" --ipc="$state/$host.ipc" hostname "$host"
+    make_pid_namespace "$host"
     ip link add "${prefix}v$i" type veth peer name "${prefix}e$i"
     ip link set "${prefix}e$i" netns "$host"
     ip -n "$host" link set "${prefix}e$i" name eth0
@@ -122,7 +148,7 @@ down() {
     ip link delete "$dev" 2>/dev/null || true
   done
   if [ -d "$state" ]; then
-    for ns in "$state"/*.uts "$state"/*.ipc; do
+    for ns in "$state"/*.uts "$state"/*.ipc "$state"/*.pid; do
       [ -e "$ns" ] || continue
       umount "$ns" 2>/dev/null || true
       rm -f "$ns"
@@ -152,7 +178,8 @@ bytes() {
 case ${1:-} in
   up) shift; up "$@" ;;
   down) down ;;
-  exec) shift; [ $# -ge 2 ] || usage; exec_in "$@" ;;
+  exec) shift; [ $# -ge 2 ] || usage; exec_in 1 "$@" ;;
+  launch) shift; [ $# -ge 2 ] || usage; exec_in 0 "$@" ;;
   check) check ;;
   bytes) bytes ;;
   *) usage ;;

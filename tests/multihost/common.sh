@@ -20,13 +20,14 @@ multihost_up() {
   "$cluster" up "$@"
 }
 
-# mpirun_on HOSTS NP PROG ARGS...: mpirun started on the first host, ranks on
+# mpirun_on HOSTS NP PROG ARGS...: mpirun started on the first host (in the
+# root's PID namespace, so its rsh agent can enter the others), ranks on
 # HOSTS (e.g. qht1:2,qht2:2), UCX on each host's eth0, PMIx bootstrap; the
 # job is ended after MPIRUN_TIMEOUT seconds (default 100).
 mpirun_on() {
   local hosts=$1 np=$2
   shift 2
-  "$cluster" exec "${P}1" env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
+  "$cluster" launch "${P}1" env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
     UCX_NET_DEVICES=eth0 mpirun --host "$hosts" -np "$np" --timeout "${MPIRUN_TIMEOUT:-100}" \
     --mca plm_rsh_agent "$multihost_dir/rsh_agent.sh" \
     --mca oob_tcp_if_include "$cluster_net.0/24" --mca btl_tcp_if_include "$cluster_net.0/24" \

@@ -12,7 +12,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   libfmt-dev libcli11-dev nlohmann-json3-dev zlib1g-dev
   libopenblas-dev libdnnl-dev ocl-icd-opencl-dev
-  slurmd slurmctld slurm-client munge
+  slurmd slurmctld slurm-client munge iperf3
   dataset-fashion-mnist python3 python3-matplotlib python3-numpy zlib1g-dev
   python3-dev pybind11-dev python3-pytest python3-torch
 )

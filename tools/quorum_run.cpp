@@ -1,6 +1,10 @@
 // quorum-run: starts N ranks of a program on this host, like torchrun.
 //
 //   quorum-run -n N [--timeout S] [--grace S] [--] prog args...
+//   quorum-run -n N --nnodes M --node-rank R --rdzv ADDR:PORT [--] prog args...
+//
+// Across nodes (one quorum-run per node, see quorum_run_nodes.hpp) node 0
+// serves the store on ADDR:PORT with the token all nodes share.
 //
 // It serves a TcpStore on 127.0.0.1 (ephemeral port) with a random job token,
 // starts each rank with QUORUM_RANK/QUORUM_SIZE/QUORUM_LOCAL_RANK/
@@ -32,6 +36,7 @@
 #include "runtime/bootstrap/tcp_store.hpp"
 #include "runtime/clock.hpp"
 #include "tools/cli_common.hpp"
+#include "tools/quorum_run_nodes.hpp"
 
 extern char **environ;
 
@@ -141,9 +146,13 @@ void pump(Stream &s, int rank) {
 
 class Job {
  public:
-  Job(int size, double grace_s) : grace_ms_(static_cast<int64_t>(grace_s * 1000)) {
+  // `size` local ranks, global ranks first_rank.. of world_size (0: size).
+  Job(int size, double grace_s, int first_rank = 0, int world_size = 0)
+      : grace_ms_(static_cast<int64_t>(grace_s * 1000)),
+        first_rank_(first_rank),
+        world_size_(world_size > 0 ? world_size : size) {
     ranks_.resize(static_cast<size_t>(size));
-    for (int r = 0; r < size; ++r) ranks_[static_cast<size_t>(r)].rank = r;
+    for (int r = 0; r < size; ++r) ranks_[static_cast<size_t>(r)].rank = first_rank + r;
   }
 
   // Starts every rank; false (after stopping those started) if one cannot be.
@@ -234,11 +243,10 @@ class Job {
       for (const auto &p : ours) skip = skip || v.rfind(p, 0) == 0;
       if (!skip) env_text.push_back(v);
     }
-    const std::string size = std::to_string(ranks_.size());
     env_text.push_back("QUORUM_RANK=" + std::to_string(r.rank));
-    env_text.push_back("QUORUM_SIZE=" + size);
-    env_text.push_back("QUORUM_LOCAL_RANK=" + std::to_string(r.rank));
-    env_text.push_back("QUORUM_LOCAL_SIZE=" + size);
+    env_text.push_back("QUORUM_SIZE=" + std::to_string(world_size_));
+    env_text.push_back("QUORUM_LOCAL_RANK=" + std::to_string(r.rank - first_rank_));
+    env_text.push_back("QUORUM_LOCAL_SIZE=" + std::to_string(ranks_.size()));
     env_text.push_back("QUORUM_STORE=" + store);
     env_text.push_back("QUORUM_TOKEN=" + token);
     std::vector<char *> envp, argv;
@@ -372,6 +380,8 @@ class Job {
 
   std::vector<Rank> ranks_;
   int64_t grace_ms_;
+  int first_rank_;
+  int world_size_;
 
  public:
   bool keep_going_ = false;  // a failed rank does not end the others
@@ -417,10 +427,15 @@ int main(int argc, char **argv) {
                "When a rank fails, let the others run on (each bounded by its own "
                "QUORUM_TIMEOUT_MS) so that they can report the failure; the exit status is "
                "still the first failing rank's");
+  quorum_run::NodeOptions node_options;
+  quorum_run::add_node_options(app, &node_options);
   app.prefix_command();  // everything from the program name on belongs to it
   app.footer(
       "Usage: quorum-run -n N [--timeout S] [--grace S] [--] prog args...\n"
-      "Example: quorum-run -n 4 -- ./my_program --steps 10");
+      "Example: quorum-run -n 4 -- ./my_program --steps 10\n"
+      "Across 2 nodes (on node R of 0, 1; the same token on both):\n"
+      "  QUORUM_RDZV_TOKEN=... quorum-run -n 4 --nnodes 2 --node-rank R --rdzv node0:29500 "
+      "-- ./my_program");
   quorum_tools::add_version_flag(app, "quorum-run");
   QUORUM_TOOL_PARSE(app, argc, argv);
   std::vector<std::string> command = app.remaining();
@@ -442,28 +457,37 @@ int main(int argc, char **argv) {
     return 1;
   }
 
-  const std::string token = random_token();
-  std::unique_ptr<quorum::TcpStoreServer> server;
-  quorum::TcpStoreServer::Options options;
-  options.address = "127.0.0.1:0";
-  options.token = token;
-  if (quorum::TcpStoreServer::start(options, &server) != quorum::kOk) {
-    say(fmt::format("cannot start the store: {}", quorum::last_error()));
-    return 1;
+  quorum_run::Rendezvous rdzv;
+  std::string rdzv_error;
+  if (!quorum_run::plan_rendezvous(node_options, size, &rdzv, &rdzv_error)) {
+    say(rdzv_error);
+    return 2;
   }
+  const std::string token = rdzv.token.empty() ? random_token() : rdzv.token;
+  std::unique_ptr<quorum::TcpStoreServer> server;
+  if (rdzv.serve) {
+    quorum::TcpStoreServer::Options options;
+    options.address = rdzv.bind_address;
+    options.token = token;
+    if (quorum::TcpStoreServer::start(options, &server) != quorum::kOk) {
+      say(fmt::format("cannot start the store: {}", quorum::last_error()));
+      return 1;
+    }
+  }
+  const std::string store_address = server ? server->address() : rdzv.store_address;
 
   Clock::time_point deadline = kNever;
   if (timeout_s > 0) {
     deadline = Clock::now() + std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000));
   }
-  Job job(size, grace_s);
+  Job job(size, grace_s, rdzv.first_rank, rdzv.world_size);
   job.keep_going_ = keep_going;
-  if (!job.start(command, server->address(), token)) {
+  if (!job.start(command, store_address, token)) {
     job.run(signal_fd, kNever, 0);
     return 127;
   }
   int code = job.run(signal_fd, deadline, timeout_s);
-  server->stop();
+  if (server) server->stop();
   close(signal_fd);
   return code;
 }

@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# collectives_test.sh COLLECTIVES_PROC PARTIAL_PROC QUORUM_BENCH: quorum's
+# collectives across 2 simulated hosts under mpirun (PMIx bootstrap), over
+# UCX tcp on the hosts' links. 2 hosts x 2 ranks: every collective, dtype and
+# op, then partial-collective conservation; 3+1 ranks: the collectives again;
+# then a 4 MiB allreduce whose bytes on each host's link must reach the least
+# any allreduce algorithm sends between two hosts (the message once each way
+# per call), which shared memory would leave at zero. Skips (77) without root,
+# namespaces or mpirun.
+set -euo pipefail
+collectives=$1 partial=$2 bench=$3
+source "$(dirname "$0")/common.sh"
+multihost_up 2
+export QUORUM_TIMEOUT_MS=${QUORUM_TIMEOUT_MS:-20000}
+
+filter=ProcessCollectives.RunsOverUcx:ProcessCollectives.Allreduce:ProcessCollectives.Bcast
+filter+=:ProcessCollectives.Allgather:ProcessCollectives.ReduceScatter:ProcessCollectives.Barrier
+
+check_crossed() {  # check_crossed WHAT BEFORE1 BEFORE2 MIN_BYTES
+  local what=$1 b1=$2 b2=$3 min=$4 d1 d2
+  d1=$(($(link_bytes 1) - b1))
+  d2=$(($(link_bytes 2) - b2))
+  echo "== $what: ${P}1 link $d1 B, ${P}2 link $d2 B (at least $min B each)"
+  if [ "$d1" -lt "$min" ] || [ "$d2" -lt "$min" ]; then
+    echo "FAIL: $what did not cross the links"
+    exit 1
+  fi
+}
+
+for layout in "${P}1:2,${P}2:2" "${P}1:3,${P}2:1"; do
+  echo "== collectives on $layout"
+  b1=$(link_bytes 1) b2=$(link_bytes 2)
+  mpirun_on "$layout" 4 "$collectives" --gtest_color=no --gtest_filter="$filter"
+  check_crossed "collectives on $layout" "$b1" "$b2" $((1 << 20))
+done
+
+echo "== partial collectives (conservation) on ${P}1:2,${P}2:2"
+b1=$(link_bytes 1) b2=$(link_bytes 2)
+mpirun_on "${P}1:2,${P}2:2" 4 "$partial" \
+  --gtest_color=no --gtest_filter='ProcessPartial.RunsOverUcx:ProcessPartial.Conservation*:ProcessPartial.Majority'
+check_crossed "partial collectives" "$b1" "$b2" 4096
+
+# 4 MiB float32 sum, out of place and in place, 2 warm-up + 5 timed calls
+# each, results checked once each: 16 calls, each moving the message at
+# least once in each direction between the hosts.
+bytes=$((4 << 20)) calls=16
+read -r rx1 tx1 < <(link_bytes_each 1)
+out=$(mpirun_on "${P}1:2,${P}2:2" 4 "$bench" -b "$bytes" -e "$bytes" -n 5 -w 2 -c 1 --json)
+echo "$out"
+grep -q '"transport":"ucx"' <<<"$out" || { echo "FAIL: no ucx result line"; exit 1; }
+if grep -q '"wrong":[1-9]' <<<"$out"; then echo "FAIL: wrong values"; exit 1; fi
+read -r rx1b tx1b < <(link_bytes_each 1)
+rx=$((rx1b - rx1)) tx=$((tx1b - tx1)) min=$((calls * bytes))
+echo "== allreduce 4 MiB x $calls: ${P}1 received $rx B, sent $tx B (at least $min each way;" \
+  "$(awk -v r="$rx" -v m="$min" 'BEGIN { printf "%.2f", r / m }')x the minimum)"
+if [ "$rx" -lt "$min" ] || [ "$tx" -lt "$min" ]; then
+  echo "FAIL: the allreduce moved less than the message each way across the link"
+  exit 1
+fi
+echo "PASS"

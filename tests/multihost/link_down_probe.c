@@ -1,0 +1,50 @@
+/* link_down_probe.c: allreduces (1 MiB float32 sum, in place) in a loop for up
+ * to 60 s while a host's link is taken down; each rank prints what the
+ * failing call returned and how long it blocked, then how long
+ * quorum_finalize took and what it returned. Exit 3: the call failed with
+ * PEER_FAILED or TIMEOUT; 4: another error; 5: no failure seen. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+#include "quorum/quorum.h"
+
+static double now_ms(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec * 1e3 + (double)t.tv_nsec / 1e6;
+}
+
+int main(void) {
+  quorum_comm_t comm;
+  if (quorum_init(&comm) != QUORUM_OK) {
+    fprintf(stderr, "init: %s\n", quorum_last_error());
+    return 1;
+  }
+  const int rank = quorum_comm_rank(comm);
+  const size_t count = (size_t)1 << 18;
+  float *buf = malloc(count * sizeof(float));
+  if (buf == NULL) return 1;
+  for (size_t i = 0; i < count; ++i) buf[i] = 1.0f;
+  const double start = now_ms();
+  printf("rank %d: ready\n", rank);
+  fflush(stdout);
+  int code = 5;
+  for (long iter = 0; now_ms() - start < 60e3; ++iter) {
+    const double t0 = now_ms();
+    quorum_status_t s =
+        quorum_allreduce(comm, QUORUM_IN_PLACE, buf, count, QUORUM_FLOAT32, QUORUM_SUM);
+    if (s == QUORUM_OK) continue;
+    const double t1 = now_ms();
+    printf("rank %d: call %ld failed after %.0f ms (%.0f ms into the loop): %s: %s\n", rank, iter,
+           t1 - t0, t1 - start, quorum_strerror(s), quorum_last_error());
+    code = (s == QUORUM_ERR_PEER_FAILED || s == QUORUM_ERR_TIMEOUT) ? 3 : 4;
+    break;
+  }
+  fflush(stdout);
+  const double f0 = now_ms();
+  quorum_status_t f = quorum_finalize(comm);
+  printf("rank %d: finalize returned %s after %.0f ms\n", rank, quorum_strerror(f), now_ms() - f0);
+  free(buf);
+  return code;
+}

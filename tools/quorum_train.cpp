@@ -361,8 +361,10 @@ int main(int argc, char **argv) {
   double sync_epochs = 0;
   app.add_option("--reduce", reduce_mode,
                  "gradient reduction across ranks: sync (allreduce), solo or majority (partial "
-                 "allreduce, eager-SGD); default sync when launched on several ranks")
-      ->check(CLI::IsMember({"sync", "solo", "majority"}));
+                 "allreduce, eager-SGD), or quorum:K (partial allreduce whose rounds start once K "
+                 "of the P ranks are ready; 1: solo, P: sync); default sync when launched on "
+                 "several ranks")
+      ->check(checks::reduce_mode());
   app.add_option("--imbalance", imbalance,
                  "inject load imbalance: none, paper:D[:K|:1-2] (K ranks drawn per step sleep D "
                  "ms), slow:R:D (rank R sleeps D ms every step), exp:M (exponential, mean M ms)");

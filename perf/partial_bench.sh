@@ -1,6 +1,7 @@
 #!/bin/bash
-# partial_bench.sh: `quorum-bench partial` (sync vs solo vs majority under
-# eager-SGD's imbalance) for several rank counts, several runs each, and one
+# partial_bench.sh: `quorum-bench partial` (sync vs solo, majority and
+# quorum:K for every K under eager-SGD's imbalance; `-- --model all` for every
+# imbalance model) for several rank counts, several runs each, and one
 # table of the spread: speedup over sync, share of the ideal speedup the
 # imbalance model allows with free communication, fresh contributions per
 # round and activation latency, with the target (90% of the ideal, and more
@@ -44,19 +45,19 @@ for path in sorted(glob.glob(sys.argv[1] + "/*.log")):
         line = line.split("] ", 1)[-1].strip()
         if line.startswith("{"):
             j = json.loads(line)
-            rows.setdefault((j["nranks"], j["variant"]), []).append(j)
+            rows.setdefault((j["nranks"], j["model"], j.get("k", 0), j["variant"]), []).append(j)
 def spread(values, fmt):
     lo, hi = min(values), max(values)
     return fmt.format(lo) if lo == hi else fmt.format(lo) + "-" + fmt.format(hi)
-print(f"{'P':>3} {'variant':>9} {'runs':>4} {'vs sync':>13} {'of ideal':>11} {'ideal':>6}"
+print(f"{'P':>3} {'model':>11} {'variant':>9} {'runs':>4} {'vs sync':>13} {'of ideal':>11} {'ideal':>6}"
       f" {'fresh':>9} {'act med us':>12}  target")
-for (p, v), js in sorted(rows.items()):
+for (p, model, _, v), js in sorted(rows.items()):
     if v == "sync":
         continue
     ratio = [j["ratio_to_sync"] for j in js]
     share = [100 * j["ratio_to_sync"] / j["ideal_speedup"] for j in js]
     ok = min(share) >= 90 and min(ratio) > 1.27
-    print(f"{p:>3} {v:>9} {len(js):>4} {spread(ratio, '{:.3f}'):>13} "
+    print(f"{p:>3} {model:>11} {v:>9} {len(js):>4} {spread(ratio, '{:.3f}'):>13} "
           f"{spread(share, '{:.0f}') + '%':>11} {js[0]['ideal_speedup']:>6.3f} "
           f"{spread([j['mean_fresh'] for j in js], '{:.2f}'):>9} "
           f"{spread([j['activation_latency_us'] for j in js], '{:.0f}'):>12}  "

@@ -3,7 +3,8 @@
 //
 //   quorum-bench [allreduce|bcast|allgather|reduce_scatter|barrier] [-b 8] [-e 64M] [-f 2]
 //                [-d float32] [-o sum] [-n iters] [-w warmup] [-c checks] [--json]
-//   quorum-bench partial [--compute-ms C] [--delay-ms D] [--model paper|slow-rank|exponential]
+//   quorum-bench partial [--compute-ms C] [--delay-ms D]
+//                        [--model paper|slow-rank|exponential|all]
 //                        [--steps N] [--bytes 1M] [--max-staleness A] [--copy-result] [--json]
 //
 // It bootstraps with quorum_init, so it runs alone, under quorum-run, under
@@ -128,7 +129,8 @@ int run(int argc, char **argv) {
   }
 
   PartialOptions po;
-  CLI::App *partial = app.add_subcommand("partial", "partial collectives (solo, majority) vs sync");
+  CLI::App *partial = app.add_subcommand(
+      "partial", "partial collectives (solo, majority, quorum:K for every K) vs sync");
   partial->add_option("--compute-ms", po.compute_ms, "C: compute time per step (ms)")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
@@ -137,9 +139,10 @@ int run(int argc, char **argv) {
       ->check(CLI::NonNegativeNumber);
   partial
       ->add_option("--model", po.model,
-                   "imbalance: paper (1-2 ranks per step delayed by D), slow-rank, exponential")
+                   "imbalance: paper (1-2 ranks per step delayed by D), slow-rank, exponential, "
+                   "or all (each in turn)")
       ->capture_default_str()
-      ->check(CLI::IsMember({"paper", "slow-rank", "exponential"}));
+      ->check(CLI::IsMember({"paper", "slow-rank", "exponential", "all"}));
   partial->add_option("--steps", po.steps, "steps per variant")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);

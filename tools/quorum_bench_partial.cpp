@@ -1,6 +1,8 @@
 // quorum_bench_partial.cpp: `quorum-bench partial`, the partial collectives
-// (solo and majority allreduce) against a synchronous allreduce under an
-// injected load imbalance, as in eager-SGD's evaluation.
+// (solo, majority and the k-of-P quorum allreduce for every k = 1..P) against
+// a synchronous allreduce under an injected load imbalance, as in eager-SGD's
+// evaluation (--model all: under each imbalance model in turn, so a user can
+// pick k for the imbalance they have).
 //
 // Each step every rank "computes" for C ms plus its injected delay (a sleep),
 // then posts its gradient and waits for the round's result (sync: a plain
@@ -70,8 +72,8 @@ double injected_delay_ms(const PartialOptions &o, int nranks, int rank, int step
 // post = end_r(k-1) + C + delay_r(k). sync: every rank leaves at the last
 // post. Partial: round k activates at act(k) = max(act(k-1), activating
 // post), where the activating post is the first one (solo), the initiator's
-// (majority), or the last one (the synchronous rounds); rank r leaves at
-// max(its post, act(k)).
+// (majority), the K-th earliest (quorum:K), or the last one (the synchronous
+// rounds); rank r leaves at max(its post, act(k)).
 double model_job_ms(const PartialOptions &o, int nranks, const char *variant) {
   const std::string v = variant;
   std::vector<double> end(static_cast<size_t>(nranks), 0.0), post(end.size());
@@ -89,6 +91,11 @@ double model_job_ms(const PartialOptions &o, int nranks, const char *variant) {
       by = last;
     } else if (v == "solo") {
       by = first;
+    } else if (v.rfind("quorum:", 0) == 0) {
+      std::vector<double> sorted = post;
+      std::sort(sorted.begin(), sorted.end());
+      const size_t q = std::stoul(v.substr(7));
+      by = sorted[std::min(sorted.size(), std::max<size_t>(q, 1)) - 1];
     } else {
       by = post[static_cast<size_t>(
           quorum::partial::majority_initiator(o.seed, static_cast<uint64_t>(k), nranks))];
@@ -182,8 +189,8 @@ void sleep_ms(double ms) {
   if (ms > 0) std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(ms));
 }
 
-VariantResult run_variant(quorum_comm_t comm, const PartialOptions &o, const char *name, bool sync,
-                          quorum_partial_mode_t mode) {
+VariantResult run_variant(quorum_comm_t comm, const PartialOptions &o, const std::string &name,
+                          bool sync, quorum_partial_mode_t mode, unsigned k = 0) {
   int rank = quorum_comm_rank(comm), n = quorum_comm_size(comm);
   size_t count = std::max<size_t>(1, o.bytes / sizeof(float));
   // From quorum_mem_alloc (collective), so that sync's allreduce is at its
@@ -203,6 +210,7 @@ VariantResult run_variant(quorum_comm_t comm, const PartialOptions &o, const cha
     opts.carry = 1;
     opts.seed = o.seed;
     opts.activation_delay_us = o.activation_delay_us;
+    opts.k = k;
     quorum_status_t s =
         quorum_partial_create(comm, count, QUORUM_FLOAT32, QUORUM_SUM, &opts, &partial);
     if (s != QUORUM_OK) die(comm, "quorum_partial_create", s);
@@ -295,12 +303,19 @@ VariantResult run_variant(quorum_comm_t comm, const PartialOptions &o, const cha
 
 }  // namespace
 
-int run_partial_bench(quorum_comm_t comm, const PartialOptions &o) {
+namespace {
+
+// Every variant under one imbalance model (o.model); rank 0 prints.
+int run_model(quorum_comm_t comm, const PartialOptions &o) {
   int rank = quorum_comm_rank(comm), n = quorum_comm_size(comm);
   std::vector<VariantResult> results;
   results.push_back(run_variant(comm, o, "sync", true, QUORUM_PARTIAL_SOLO));
   results.push_back(run_variant(comm, o, "solo", false, QUORUM_PARTIAL_SOLO));
   results.push_back(run_variant(comm, o, "majority", false, QUORUM_PARTIAL_MAJORITY));
+  for (int k = 1; k <= n; ++k) {
+    results.push_back(run_variant(comm, o, fmt::format("quorum:{}", k), false,
+                                  QUORUM_PARTIAL_QUORUM, static_cast<unsigned>(k)));
+  }
   bool all_conserved = true;
   for (const auto &v : results) all_conserved = all_conserved && v.conserved;
   if (rank != 0) return all_conserved ? 0 : 3;
@@ -315,10 +330,12 @@ int run_partial_bench(quorum_comm_t comm, const PartialOptions &o) {
         o.compute_ms, o.delay_ms, o.model, o.max_staleness, o.seed, o.activation_delay_us,
         o.copy_post ? "copied (quorum_partial_post)" : "lent (quorum_partial_post_ref)",
         o.copy_result ? "copied (quorum_partial_wait)" : "lent (quorum_partial_wait_ref)");
-    fmt::print(
-        "#   ideal speedup over sync (the model with free communication): solo {:.3f}, "
-        "majority {:.3f}\n#\n",
-        ideal_speedup(o, n, "solo"), ideal_speedup(o, n, "majority"));
+    std::string ideals;
+    for (size_t i = 1; i < results.size(); ++i) {
+      ideals += fmt::format("{}{} {:.3f}", i == 1 ? "" : ", ", results[i].name,
+                            ideal_speedup(o, n, results[i].name.c_str()));
+    }
+    fmt::print("#   ideal speedup over sync (the model with free communication): {}\n#\n", ideals);
     fmt::print("#{:>9} {:>10} {:>10} {:>11} {:>9} {:>9} {:>7} {:>10} {:>8} {:>7} {:>8} {:>8}  {}\n",
                "variant", "steps/s", "ms/step", "mean_rank", "vs_sync", "of_ideal", "fresh",
                "conserved", "carried", "stale", "act_us", "act_p90", "fresh histogram (0..P)");
@@ -330,6 +347,7 @@ int run_partial_bench(quorum_comm_t comm, const PartialOptions &o) {
       nlohmann::json j;
       j["bench"] = "partial";
       j["variant"] = v.name;
+      j["k"] = v.name.rfind("quorum:", 0) == 0 ? std::stoi(v.name.substr(7)) : 0;
       j["nranks"] = n;
       j["transport"] = quorum_comm_transport(comm);
       j["steps"] = o.steps;
@@ -373,6 +391,20 @@ int run_partial_bench(quorum_comm_t comm, const PartialOptions &o) {
     return 3;
   }
   return 0;
+}
+
+}  // namespace
+
+int run_partial_bench(quorum_comm_t comm, const PartialOptions &o) {
+  if (o.model != "all") return run_model(comm, o);
+  int worst = 0;
+  for (const char *model : {"paper", "slow-rank", "exponential"}) {
+    PartialOptions each = o;
+    each.model = model;
+    worst = std::max(worst, run_model(comm, each));
+    if (quorum_comm_rank(comm) == 0 && !o.json) fmt::print("\n");
+  }
+  return worst;
 }
 
 }  // namespace quorum_bench

@@ -13,7 +13,7 @@ namespace quorum_bench {
 struct PartialOptions {
   double compute_ms = 10;       // C: every rank's compute per step
   double delay_ms = 10;         // D: the injected extra delay
-  std::string model = "paper";  // paper | slow-rank | exponential
+  std::string model = "paper";  // paper | slow-rank | exponential | all (each in turn)
   int steps = 100;
   size_t bytes = size_t{1} << 20;  // float32 gradient size
   unsigned max_staleness = 32;
@@ -24,7 +24,8 @@ struct PartialOptions {
   unsigned activation_delay_us = 0;  // quorum_partial_opts_t.activation_delay_us
 };
 
-// Runs sync, solo and majority in turn; rank 0 prints. Returns the process
+// Runs sync, solo, majority and quorum:K for K = 1..P in turn (under every
+// imbalance model for model "all"); rank 0 prints. Returns the process
 // exit status: 0 fine, 3 if the results did not add up to what was posted.
 int run_partial_bench(quorum_comm_t comm, const PartialOptions &options);
 

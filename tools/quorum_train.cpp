@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cmath>
@@ -81,12 +82,17 @@ class ConsoleObserver : public qt::TrainObserver {
   // imbalance), for the JSON start record.
   void set_run_info(json info) { run_info_ = std::move(info); }
   bool replicas_agree() const { return replicas_agree_; }
-  // (cumulative training seconds, test accuracy) at each evaluation.
-  const std::vector<std::pair<double, double>> &curve() const { return curve_; }
+  // One point per test evaluation: when (cumulative training seconds, and
+  // epochs trained, fractional inside an epoch) and the test accuracy.
+  struct CurvePoint {
+    double seconds, accuracy, epochs;
+  };
+  const std::vector<CurvePoint> &curve() const { return curve_; }
 
   void on_start(const qt::TrainConfig &c, size_t params, int64_t steps_per_epoch,
                 int64_t start_step) override {
     epochs_ = c.epochs;
+    steps_per_epoch_ = std::max<int64_t>(1, steps_per_epoch);
     if (rank_ != 0) return;
     std::printf("model %s: %zu parameters, batch %d, %lld steps per epoch%s\n", c.model.c_str(),
                 params, c.batch, static_cast<long long>(steps_per_epoch),
@@ -147,7 +153,8 @@ class ConsoleObserver : public qt::TrainObserver {
   }
 
   void on_eval(const qt::EvalReport &e) override {
-    curve_.emplace_back(train_seconds_ + e.epoch_seconds, e.test_accuracy);
+    curve_.push_back({train_seconds_ + e.epoch_seconds, e.test_accuracy,
+                      double(e.epoch) + double(e.step_in_epoch) / double(steps_per_epoch_)});
     if (rank_ != 0) return;
     end_progress_line();
     std::printf("epoch %lld step %lld: test loss %.4f acc %.2f%% | %.2f s training | eval %.2f s\n",
@@ -178,7 +185,9 @@ class ConsoleObserver : public qt::TrainObserver {
       replicas_agree_ = replicas_agree_ && agree;
     }
     train_seconds_ += r.seconds;
-    curve_.emplace_back(train_seconds_, r.test_accuracy);
+    curve_.push_back(
+        {train_seconds_, r.test_accuracy,
+         double(r.epoch) + (r.complete ? 1.0 : double(r.steps) / double(steps_per_epoch_))});
     if (rank_ != 0) return quorum::kOk;
     end_progress_line();
     std::printf(
@@ -238,12 +247,13 @@ class ConsoleObserver : public qt::TrainObserver {
   std::ofstream *log_;
   int64_t log_every_;
   int epochs_ = 0;
+  int64_t steps_per_epoch_ = 1;
   int rank_ = 0;
   json run_info_ = json::object();
   qt::CollectiveReducer *reducer_ = nullptr;
   bool replicas_agree_ = true;
   double train_seconds_ = 0;
-  std::vector<std::pair<double, double>> curve_;
+  std::vector<CurvePoint> curve_;
   bool line_open_ = false;
   std::chrono::steady_clock::time_point last_draw_{};
 };
@@ -352,8 +362,10 @@ int main(int argc, char **argv) {
   double sync_epochs = 0;
   app.add_option("--reduce", reduce_mode,
                  "gradient reduction across ranks: sync (allreduce), solo or majority (partial "
-                 "allreduce, eager-SGD); default sync when launched on several ranks")
-      ->check(CLI::IsMember({"sync", "solo", "majority"}));
+                 "allreduce, eager-SGD), or quorum:K (partial allreduce whose rounds start once K "
+                 "of the P ranks are ready; 1: solo, P: sync); default sync when launched on "
+                 "several ranks")
+      ->check(checks::reduce_mode());
   app.add_option("--imbalance", imbalance,
                  "inject load imbalance: none, paper:D[:K|:1-2] (K ranks drawn per step sleep D "
                  "ms), slow:R:D (rank R sleeps D ms every step), exp:M (exponential, mean M ms)");
@@ -581,10 +593,12 @@ int main(int argc, char **argv) {
     std::fflush(stdout);
   }
   if (rank == 0 && trained) {
-    // One line for scripts: time and accuracy after every epoch.
+    // One line for scripts: at every evaluation, the training time, the test
+    // accuracy and the epochs trained (SECONDSs:ACCURACY%:EPOCHSe).
     std::string curve;
-    for (const auto &[seconds, accuracy] : observer.curve()) {
-      curve += fmt::format("{}{:.2f}s:{:.2f}%", curve.empty() ? "" : ",", seconds, 100 * accuracy);
+    for (const auto &p : observer.curve()) {
+      curve += fmt::format("{}{:.2f}s:{:.2f}%:{:.4g}e", curve.empty() ? "" : ",", p.seconds,
+                           100 * p.accuracy, p.epochs);
     }
     // Bucketed runs: how many allreduces the last synchronous step took.
     const std::string buckets =
@@ -595,7 +609,7 @@ int main(int argc, char **argv) {
         "replicas=%s drained_l1=%.3g%s curve=%s\n",
         dist ? dist->name() : "local", dist ? dist->size() : 1,
         imbalance.empty() ? "none" : imbalance.c_str(),
-        observer.curve().empty() ? 0.0 : observer.curve().back().first,
+        observer.curve().empty() ? 0.0 : observer.curve().back().seconds,
         100 * result.last.test_accuracy, observer.replicas_agree() ? "agree" : "DIFFER", drained,
         buckets.c_str(), curve.c_str());
     std::fflush(stdout);

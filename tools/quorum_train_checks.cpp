@@ -31,13 +31,29 @@ CLI::Validator steps_or_all() {
       "-1 or >0");
 }
 
+CLI::Validator reduce_mode() {
+  return CLI::Validator(
+      [](std::string &text) {
+        if (text == "sync" || text == "solo" || text == "majority") return std::string();
+        if (text.rfind("quorum:", 0) == 0) {
+          const std::string k = text.substr(7);
+          char *end = nullptr;
+          const long v = std::strtol(k.c_str(), &end, 10);
+          if (!k.empty() && *end == '\0' && v >= 1 && v <= (1 << 20)) return std::string();
+          return text + ": give quorum:K with K the number of ranks (1..P) that activate a round";
+        }
+        return text + ": expected sync, solo, majority or quorum:K";
+      },
+      "sync|solo|majority|quorum:K");
+}
+
 std::string partial_only_misuse(const CLI::App &app, const std::string &mode) {
-  if (mode == "solo" || mode == "majority") return "";
+  if (mode == "solo" || mode == "majority" || mode.rfind("quorum:", 0) == 0) return "";
   for (const char *name : {"--drop-late", "--carry-weight", "--sync-epochs", "--partial-scale",
                            "--activation-delay-ms", "--max-staleness", "--no-catch-up"}) {
     if (app.count(name) == 0) continue;
     return fmt::format(
-        "{} applies to --reduce solo and majority only; this run {}", name,
+        "{} applies to --reduce solo, majority and quorum:K only; this run {}", name,
         mode == "local" ? "trains on one process without --reduce" : "reduces with --reduce sync");
   }
   return "";

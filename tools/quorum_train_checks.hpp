@@ -14,6 +14,10 @@ CLI::Validator finite();
 // --max-steps: -1 (all epochs) or a positive number of steps.
 CLI::Validator steps_or_all();
 
+// --reduce: sync, solo, majority or quorum:K (K a positive integer; K <= P
+// is checked once the ranks are known).
+CLI::Validator reduce_mode();
+
 // The options of `app` that only the partial reductions use, given to a run
 // that reduces with `mode` ("sync", or "local" for one process without
 // --reduce): an error naming the first, or "".

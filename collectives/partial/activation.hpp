@@ -1,7 +1,8 @@
 // activation.hpp: the pure parts of partial-collective activation, kept apart
 // from execution so they can be unit-tested without a network: the binomial
-// activation tree (any P), the majority initiator of a round, which rounds are
-// synchronous, and the tag fields of a round.
+// activation tree (any P), the majority initiator of a round, the counter
+// rank of a quorum round, which rounds are synchronous, and the tag fields of
+// a round.
 //
 // Activation tree: relative rank v = (r - root) mod P. The root (v = 0) sends
 // to v + 2^j for every 2^j < P; a rank v > 0 sends to v + 2^j for every 2^j
@@ -45,6 +46,15 @@ inline uint64_t splitmix64(uint64_t x) {
 inline int majority_initiator(uint64_t seed, uint64_t round, int size) {
   return static_cast<int>(splitmix64(seed ^ splitmix64(round)) % static_cast<uint64_t>(size));
 }
+
+// Quorum mode: the rank that counts the arrivals at round k and activates it
+// once k ranks arrived (rotating, so no rank counts every round).
+inline int quorum_counter(uint64_t round, int size) {
+  return static_cast<int>(round % static_cast<uint64_t>(size));
+}
+// Quorum mode's ready message travels as an activation message whose root
+// field has this bit set; the rest of the field is the sender's rank.
+constexpr uint32_t kReadyFlag = 0x80000000u;
 
 // Every (A+1)-th round is synchronous (rounds A, 2A+1, ...); A = 0: all of them.
 inline bool scheduled_sync_round(uint64_t round, uint64_t max_staleness) {

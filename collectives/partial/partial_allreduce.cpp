@@ -63,9 +63,22 @@ Status PartialAllreduce::create(Communicator &comm, size_t count, quorum_dtype_t
   }
   uint8_t dummy = 0;
   QUORUM_CHECK(validate_reduction("partial_create", &dummy, &dummy, count, dtype, op));
-  if (options.mode != QUORUM_PARTIAL_SOLO && options.mode != QUORUM_PARTIAL_MAJORITY) {
+  if (options.mode != QUORUM_PARTIAL_SOLO && options.mode != QUORUM_PARTIAL_MAJORITY &&
+      options.mode != QUORUM_PARTIAL_QUORUM) {
     return fail(QUORUM_ERR_INVALID_ARG, "partial", "partial_create: unknown mode {}",
                 static_cast<int>(options.mode));
+  }
+  if (options.mode == QUORUM_PARTIAL_QUORUM &&
+      (options.k < 1 || options.k > static_cast<unsigned>(comm.size()))) {
+    return fail(QUORUM_ERR_INVALID_ARG, "partial",
+                "partial_create: quorum mode with k = {}: a round needs k of the {} ranks, "
+                "1 <= k <= {}",
+                options.k, comm.size(), comm.size());
+  }
+  if (options.mode != QUORUM_PARTIAL_QUORUM && options.k != 0) {
+    return fail(QUORUM_ERR_INVALID_ARG, "partial",
+                "partial_create: k = {} is for the quorum mode only (0 in solo and majority)",
+                options.k);
   }
   if (options.max_staleness > partial::kMaxStaleness) {
     return fail(QUORUM_ERR_INVALID_ARG, "partial",
@@ -141,8 +154,12 @@ Status PartialAllreduce::create(Communicator &comm, size_t count, quorum_dtype_t
       "partial",
       "created #{}: {} x {} {}, {}, max_staleness {}, {} (weight {}), activation delay {} us",
       p->object_id_, count, dtype_name(dtype), op_name(op),
-      options.mode == QUORUM_PARTIAL_SOLO ? "solo" : "majority", options.max_staleness,
-      options.carry ? "carry" : "drop", options.carry_weight, options.activation_delay_us);
+      options.mode == QUORUM_PARTIAL_SOLO ? std::string("solo")
+      : options.mode == QUORUM_PARTIAL_MAJORITY
+          ? std::string("majority")
+          : fmt::format("quorum {} of {}", options.k, comm.size()),
+      options.max_staleness, options.carry ? "carry" : "drop", options.carry_weight,
+      options.activation_delay_us);
   *out = std::move(p);
   return kOk;
 }
@@ -447,6 +464,8 @@ Status PartialAllreduce::post(const void *contribution) {
     }
     s = handle_deferred_activations();
     if (s == kOk && k == joined_) s = join_after_post(k);
+    // Quorum mode: readies counted during the copy may complete the count.
+    if (s == kOk) s = activate_if_quorum();
   }
   engine_->progress_once();
   engine_->wake();
@@ -455,17 +474,23 @@ Status PartialAllreduce::post(const void *contribution) {
 
 Status PartialAllreduce::join_after_post(uint64_t k) {
   if (sync_round(k)) return join(k, false, true, false);
-  if (opts_.mode == QUORUM_PARTIAL_SOLO || majority_initiator(opts_.seed, k, size_) == rank_) {
-    if (opts_.activation_delay_us > 0) {
-      activation_due_round_ = k;
-      activation_due_ns_ = now_ns() + opts_.activation_delay_us * 1000;
-      engine_->wake_at(activation_due_ns_);  // the caller wakes the engine after the post
-      return kOk;
-    }
-    QUORUM_CHECK(join(k, true, false, false));
-    return send_activations(k, rank_);
+  if (quorum_mode()) return arrive(k);  // the round's counter activates it
+  // Solo, quorum with k = 1, and majority's initiator activate.
+  if (opts_.mode != QUORUM_PARTIAL_MAJORITY || majority_initiator(opts_.seed, k, size_) == rank_) {
+    return activate(k);
   }
   return kOk;
+}
+
+Status PartialAllreduce::activate(uint64_t k) {
+  if (opts_.activation_delay_us > 0) {
+    activation_due_round_ = k;
+    activation_due_ns_ = now_ns() + opts_.activation_delay_us * 1000;
+    engine_->wake_at(activation_due_ns_);  // the caller wakes the engine after the post
+    return kOk;
+  }
+  QUORUM_CHECK(join(k, true, false, false));
+  return send_activations(k, rank_);
 }
 
 Status PartialAllreduce::post_ref(const void *contribution) {
@@ -509,6 +534,14 @@ Status PartialAllreduce::wait_for_round(uint64_t round, const char *what) {
       if (opts_.mode == QUORUM_PARTIAL_MAJORITY) {
         return fmt::format("round {}: waiting for the activation by its initiator, rank {}", round,
                            majority_initiator(opts_.seed, round, size_));
+      }
+      if (quorum_mode()) {
+        const int counter = partial::quorum_counter(round, size_);
+        return fmt::format("round {}: waiting for {} of {} ranks to arrive (counted by rank {}{})",
+                           round, opts_.k, size_, counter,
+                           counter == rank_ && ready_round_ == round
+                               ? fmt::format(": {} so far", ready_count_)
+                               : std::string());
       }
       if (activation_due_ns_ != 0 && activation_due_round_ == round) {
         return fmt::format("round {}: this rank's delayed activation is due", round);
@@ -614,6 +647,9 @@ Status PartialAllreduce::wait_common(void *result, const void **ref, PartialRoun
                majority_initiator(opts_.seed, k, size_) == rank_) {
       QUORUM_CHECK(join(k, true, false, false));
       QUORUM_CHECK(send_activations(k, rank_));
+    } else if (k == joined_ && !posted_ && quorum_mode()) {
+      // Quorum: a wait without a post arrives (with nothing fresh to give).
+      QUORUM_CHECK(arrive(k));
     }
   }
   QUORUM_CHECK(wait_for_round(k, "wait"));

@@ -1,5 +1,6 @@
-// partial_allreduce.hpp: solo and majority allreduce (partial collectives after
-// eager-SGD), a persistent object over (count, dtype, op) on a communicator.
+// partial_allreduce.hpp: solo, majority and k-of-P quorum allreduce (partial
+// collectives after eager-SGD), a persistent object over (count, dtype, op) on
+// a communicator.
 //
 // Each rank repeats post(contribution) -> wait(result, info). Rounds are
 // numbered with 64-bit ids; a rank's k-th wait returns round k's result, so all
@@ -13,10 +14,11 @@
 //   initiator activates the round (nobody else can).
 // - Activation. Solo: the first rank whose post for round k happens activates
 //   it. Majority: only initiator(seed, k) = splitmix64(seed ^ splitmix64(k)) % P
-//   does. The activator broadcasts {round, root} on a k-nomial tree rooted at
-//   itself (binomial in activation.hpp; QUORUM_PARTIAL_ACTIVATION_RADIX, by
-//   default flat, radix P, when every rank is on this host, where each hop
-//   costs a progress-thread wake-up; the ranks use rank 0's value); every rank
+//   does. Quorum (k of P): the round's counter rank, k mod P, once k ranks
+//   have arrived at it (ready messages; quorum_readiness.cpp). The activator broadcasts {round,
+//   root} on a k-nomial tree rooted at itself (binomial in activation.hpp;
+//   QUORUM_PARTIAL_ACTIVATION_RADIX, by default flat, radix P, when every rank is on this host,
+//   where each hop costs a progress-thread wake-up; the ranks use rank 0's value); every rank
 //   forwards along every tree it hears of while the round is not complete
 //   locally, so each tree reaches every rank even when several ranks activate
 //   the same round at once. A rank joins round k once, on the first activation
@@ -125,6 +127,9 @@ struct PartialOptions {
   // With carry: a late post rides in its later round multiplied by this, in
   // (0, 1]; below 1 only for float32/float64 and sum or avg.
   double carry_weight = 1.0;
+  // QUORUM_PARTIAL_QUORUM: a round activates once k ranks have arrived at it
+  // (quorum_readiness.cpp), 1 <= k <= P; 0 in the other modes.
+  unsigned k = 0;
 };
 
 // Largest activation delay (a round must not wait for its activation anywhere
@@ -213,6 +218,16 @@ class PartialAllreduce {
   Status join_after_post(uint64_t k);
   Status join(uint64_t round, bool self_activated, bool synchronous, bool flush);
   Status send_activations(uint64_t round, int root);
+  // Activates round k from this rank now, or after activation_delay_us.
+  Status activate(uint64_t k);
+  // Quorum mode (quorum_readiness.cpp): this rank arrived at round k (a
+  // fresh post, or a wait without one): tell the round's counter rank.
+  Status arrive(uint64_t k);
+  Status handle_ready(uint64_t round, int from);
+  // The counter of round joined_ activates it once k ranks arrived (not
+  // while a post copies: post() calls it after the copy).
+  Status activate_if_quorum();
+  bool quorum_mode() const { return opts_.mode == QUORUM_PARTIAL_QUORUM && opts_.k > 1; }
   Status post_activation_recv(int peer);
   Round *find_round(uint64_t round);
   bool round_complete(uint64_t round) const;
@@ -314,8 +329,12 @@ class PartialAllreduce {
   int carried_pending_ = 0;
   uint64_t carried_pending_rounds_ = 0;
   std::vector<uint64_t> histogram_;
+  // Quorum mode, on the counter rank of a round: arrivals counted for it.
+  uint64_t ready_round_ = ~uint64_t{0};
+  unsigned ready_count_ = 0;
 
-  // Activation messages.
+  // Activation messages (and quorum mode's ready messages: root has
+  // partial::kReadyFlag set and names the sender).
   struct ActivationMsg {
     uint64_t round;
     uint32_t root;

@@ -50,7 +50,8 @@ quorum_status_t quorum_partial_create(quorum_comm_t comm, size_t count, quorum_d
     int mode = 0;
     static_assert(sizeof(opts->mode) == sizeof(int), "enum of int size");
     std::memcpy(&mode, &opts->mode, sizeof(int));
-    if (mode != QUORUM_PARTIAL_SOLO && mode != QUORUM_PARTIAL_MAJORITY) {
+    if (mode != QUORUM_PARTIAL_SOLO && mode != QUORUM_PARTIAL_MAJORITY &&
+        mode != QUORUM_PARTIAL_QUORUM) {
       return fail(QUORUM_ERR_INVALID_ARG, "api", "quorum_partial_create: unknown mode {}", mode);
     }
     o.mode = static_cast<quorum_partial_mode_t>(mode);
@@ -59,6 +60,7 @@ quorum_status_t quorum_partial_create(quorum_comm_t comm, size_t count, quorum_d
     o.seed = opts->seed;
     o.activation_delay_us = opts->activation_delay_us;
     o.carry_weight = opts->carry_weight == 0 ? 1.0 : opts->carry_weight;
+    o.k = opts->k;
   }
   std::unique_ptr<PartialAllreduce> obj;
   QUORUM_CHECK(PartialAllreduce::create(*comm->comm, count, dtype, op, o, &obj));

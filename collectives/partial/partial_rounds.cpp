@@ -148,7 +148,11 @@ bool PartialAllreduce::poll_activations() {
         fail_object(QUORUM_ERR_MISMATCH);
         break;
       }
-      if (handle_activation(msg.round, static_cast<int>(msg.root)) != kOk) break;
+      if (msg.root & kReadyFlag) {  // quorum mode: a rank arrived (quorum_readiness.cpp)
+        if (handle_ready(msg.round, static_cast<int>(msg.root & ~kReadyFlag)) != kOk) break;
+      } else if (handle_activation(msg.round, static_cast<int>(msg.root)) != kOk) {
+        break;
+      }
     }
   }
   return any;

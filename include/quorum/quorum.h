@@ -159,8 +159,14 @@ quorum_status_t quorum_irecv(quorum_comm_t comm, void *buf, size_t bytes, int pe
 quorum_status_t quorum_mem_alloc(quorum_comm_t comm, size_t bytes, void **ptr);
 quorum_status_t quorum_mem_free(quorum_comm_t comm, void *ptr);
 
-/* Partial collectives (solo and majority allreduce, after eager-SGD). */
-typedef enum { QUORUM_PARTIAL_SOLO, QUORUM_PARTIAL_MAJORITY } quorum_partial_mode_t;
+/* Partial collectives (solo and majority allreduce, after eager-SGD; and the
+ * k-of-P quorum allreduce: a round activates once k ranks have arrived at it,
+ * between solo (k = 1) and a synchronous allreduce (k = P)). */
+typedef enum {
+  QUORUM_PARTIAL_SOLO,
+  QUORUM_PARTIAL_MAJORITY,
+  QUORUM_PARTIAL_QUORUM
+} quorum_partial_mode_t;
 /* Zero-initialise the options (`= {0}` in C, `{}` in C++) and set the fields
  * by name: later versions add fields at the end, and zero in a new field keeps
  * the behaviour of the versions before it. */
@@ -178,6 +184,11 @@ typedef struct {
   double carry_weight;          /* with carry: a late contribution rides in its later round
                                    multiplied by this, in (0, 1] (float32/float64 sum or avg
                                    only); 0 = 1, unweighted */
+  unsigned k;                   /* QUORUM_PARTIAL_QUORUM: a round activates once k ranks have
+                                   arrived at it (posted for it in time, or waited for it
+                                   without a post), 1 <= k <= P (else QUORUM_ERR_INVALID_ARG);
+                                   k = 1 is solo (only posts activate), k = P waits for every
+                                   rank; must be 0 in the other modes */
 } quorum_partial_opts_t;
 typedef struct {
   unsigned long long round; /* round id that produced this result */

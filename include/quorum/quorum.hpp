@@ -89,7 +89,19 @@ class Request {
 
 class Comm;
 
-// A partial allreduce (solo or majority, after eager-SGD) over `count`
+// Options of a k-of-P quorum allreduce (QUORUM_PARTIAL_QUORUM): each round
+// starts once k ranks are ready (1: solo; P: every rank, as a synchronous
+// allreduce). Carries late contributions; set other fields on the result.
+inline quorum_partial_opts_t partial_quorum_options(unsigned k, unsigned max_staleness = 32) {
+  quorum_partial_opts_t opts{};
+  opts.mode = QUORUM_PARTIAL_QUORUM;
+  opts.k = k;
+  opts.max_staleness = max_staleness;
+  opts.carry = 1;
+  return opts;
+}
+
+// A partial allreduce (solo, majority or k-of-P quorum) over `count`
 // elements of T: each step post() this rank's contribution, then wait() for
 // the round's result (the same on every rank). Created and destroyed
 // collectively; flush() drains every carried contribution at the end.

@@ -61,7 +61,7 @@ TEST(CppWrapper, AllreduceAndRequestsOverOob) {
         EXPECT_NE(std::string(e.what()).find("root 17"), std::string::npos) << e.what();
       }
       {
-        quorum_partial_opts_t opts{QUORUM_PARTIAL_SOLO, 2, 1, 7, 0, 0};
+        quorum_partial_opts_t opts{QUORUM_PARTIAL_SOLO, 2, 1, 7, 0, 0, 0};
         quorum::Partial<int64_t> partial(comm, 4, opts);
         int64_t total = 0;
         std::vector<int64_t> mine(4, r + 1), result(4);
@@ -81,6 +81,18 @@ TEST(CppWrapper, AllreduceAndRequestsOverOob) {
         total += result[0];
         EXPECT_EQ(partial.rounds_behind(), 0u) << "nobody posted after the flush";
         EXPECT_EQ(total, 6 * 6) << "every contribution lands in exactly one round";
+        partial.destroy();
+      }
+      {
+        // k-of-P quorum with k = P = 3: every round waits for every post.
+        quorum::Partial<int64_t> partial(comm, 4, quorum::partial_quorum_options(3, 4));
+        std::vector<int64_t> mine(4, r + 1), result(4);
+        for (int step = 0; step < 3; ++step) {
+          partial.post(mine.data());
+          quorum_round_info_t info = partial.wait(result.data());
+          EXPECT_EQ(info.fresh, 3) << "rank " << r << " round " << step;
+          EXPECT_EQ(result[0], 6) << "rank " << r << " round " << step;
+        }
         partial.destroy();
       }
       comm.finalize();

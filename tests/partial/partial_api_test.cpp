@@ -36,7 +36,7 @@ TEST(PartialCApi, SoloRoundsFlushAndInfo) {
   for (int p : {2, 3, 5}) {
     run_c_ranks(p, [p](quorum_comm_t comm) {
       const int r = quorum_comm_rank(comm);
-      quorum_partial_opts_t opts{QUORUM_PARTIAL_SOLO, 2, 1, 0, 0, 0};
+      quorum_partial_opts_t opts{QUORUM_PARTIAL_SOLO, 2, 1, 0, 0, 0, 0};
       quorum_partial_t pa = nullptr;
       ASSERT_EQ(quorum_partial_create(comm, 3, QUORUM_FLOAT32, QUORUM_SUM, &opts, &pa), QUORUM_OK)
           << quorum_last_error();
@@ -75,7 +75,7 @@ TEST(PartialCApi, SoloRoundsFlushAndInfo) {
 TEST(PartialCApi, RoundStatsReportCarriedPosts) {
   run_c_ranks(2, [](quorum_comm_t comm) {
     const int r = quorum_comm_rank(comm);
-    quorum_partial_opts_t opts{QUORUM_PARTIAL_SOLO, 8, 1, 0, 0, 0};
+    quorum_partial_opts_t opts{QUORUM_PARTIAL_SOLO, 8, 1, 0, 0, 0, 0};
     quorum_partial_t pa = nullptr;
     ASSERT_EQ(quorum_partial_create(comm, 2, QUORUM_INT64, QUORUM_SUM, &opts, &pa), QUORUM_OK);
     quorum_round_stats_t st{};
@@ -132,35 +132,47 @@ TEST(PartialCApi, ArgumentErrors) {
     EXPECT_EQ(
         quorum_partial_create(comm, 4, static_cast<quorum_dtype_t>(99), QUORUM_SUM, nullptr, &pa),
         QUORUM_ERR_INVALID_ARG);
-    quorum_partial_opts_t bad{static_cast<quorum_partial_mode_t>(7), 1, 1, 0, 0, 0};
+    quorum_partial_opts_t bad{static_cast<quorum_partial_mode_t>(7), 1, 1, 0, 0, 0, 0};
     EXPECT_EQ(quorum_partial_create(comm, 4, QUORUM_INT64, QUORUM_SUM, &bad, &pa),
               QUORUM_ERR_INVALID_ARG);
-    quorum_partial_opts_t huge{QUORUM_PARTIAL_SOLO, 1u << 30, 1, 0, 0, 0};
+    quorum_partial_opts_t huge{QUORUM_PARTIAL_SOLO, 1u << 30, 1, 0, 0, 0, 0};
     EXPECT_EQ(quorum_partial_create(comm, 4, QUORUM_INT64, QUORUM_SUM, &huge, &pa),
               QUORUM_ERR_INVALID_ARG);
-    quorum_partial_opts_t slow{QUORUM_PARTIAL_SOLO, 4, 1, 0, 10000001, 0};
+    quorum_partial_opts_t slow{QUORUM_PARTIAL_SOLO, 4, 1, 0, 10000001, 0, 0};
     EXPECT_EQ(quorum_partial_create(comm, 4, QUORUM_INT64, QUORUM_SUM, &slow, &pa),
               QUORUM_ERR_INVALID_ARG);
     EXPECT_NE(std::string(quorum_last_error()).find("activation_delay_us"), std::string::npos);
     // A carry weight: in (0, 1], with carry, on a float32/float64 sum or avg.
     for (double weight : {1.5, -0.5, std::nan("")}) {
-      quorum_partial_opts_t w{QUORUM_PARTIAL_SOLO, 4, 1, 0, 0, weight};
+      quorum_partial_opts_t w{QUORUM_PARTIAL_SOLO, 4, 1, 0, 0, weight, 0};
       EXPECT_EQ(quorum_partial_create(comm, 4, QUORUM_FLOAT32, QUORUM_SUM, &w, &pa),
                 QUORUM_ERR_INVALID_ARG)
           << weight;
       EXPECT_NE(std::string(quorum_last_error()).find("outside (0, 1]"), std::string::npos);
     }
-    quorum_partial_opts_t weighted{QUORUM_PARTIAL_SOLO, 4, 1, 0, 0, 0.5};
+    quorum_partial_opts_t weighted{QUORUM_PARTIAL_SOLO, 4, 1, 0, 0, 0.5, 0};
     EXPECT_EQ(quorum_partial_create(comm, 4, QUORUM_INT64, QUORUM_SUM, &weighted, &pa),
               QUORUM_ERR_INVALID_ARG);
     EXPECT_NE(std::string(quorum_last_error()).find("needs a float32 or float64 sum or avg"),
               std::string::npos);
     EXPECT_EQ(quorum_partial_create(comm, 4, QUORUM_FLOAT64, QUORUM_MAX, &weighted, &pa),
               QUORUM_ERR_INVALID_ARG);
-    quorum_partial_opts_t dropped{QUORUM_PARTIAL_SOLO, 4, 0, 0, 0, 0.5};
+    quorum_partial_opts_t dropped{QUORUM_PARTIAL_SOLO, 4, 0, 0, 0, 0.5, 0};
     EXPECT_EQ(quorum_partial_create(comm, 4, QUORUM_FLOAT32, QUORUM_SUM, &dropped, &pa),
               QUORUM_ERR_INVALID_ARG);
     EXPECT_NE(std::string(quorum_last_error()).find("carry off"), std::string::npos);
+    // The k-of-P quorum: 1 <= k <= P (2 here), and k only in that mode.
+    for (unsigned k : {0u, 3u}) {
+      quorum_partial_opts_t q{QUORUM_PARTIAL_QUORUM, 4, 1, 0, 0, 0, k};
+      EXPECT_EQ(quorum_partial_create(comm, 4, QUORUM_INT64, QUORUM_SUM, &q, &pa),
+                QUORUM_ERR_INVALID_ARG)
+          << "k = " << k;
+      EXPECT_NE(std::string(quorum_last_error()).find("1 <= k <= 2"), std::string::npos)
+          << quorum_last_error();
+    }
+    quorum_partial_opts_t solo_k{QUORUM_PARTIAL_SOLO, 4, 1, 0, 0, 0, 2};
+    EXPECT_EQ(quorum_partial_create(comm, 4, QUORUM_INT64, QUORUM_SUM, &solo_k, &pa),
+              QUORUM_ERR_INVALID_ARG);
     EXPECT_EQ(pa, nullptr);
     EXPECT_EQ(quorum_partial_post(nullptr, nullptr), QUORUM_ERR_INVALID_ARG);
     EXPECT_EQ(quorum_partial_post_ref(nullptr, nullptr), QUORUM_ERR_INVALID_ARG);
@@ -254,7 +266,7 @@ TEST(PartialCApi, FreeIsLocal) {
     ASSERT_EQ(quorum_partial_post(pa, v.data()), QUORUM_OK);
     EXPECT_EQ(quorum_partial_free(pa), QUORUM_OK) << quorum_last_error();
     ASSERT_EQ(quorum_barrier(comm), QUORUM_OK) << quorum_last_error();
-    quorum_partial_opts_t sync_every_round{QUORUM_PARTIAL_SOLO, 0, 1, 0, 0, 0};
+    quorum_partial_opts_t sync_every_round{QUORUM_PARTIAL_SOLO, 0, 1, 0, 0, 0, 0};
     ASSERT_EQ(quorum_partial_create(comm, 1000, QUORUM_FLOAT32, QUORUM_SUM, &sync_every_round, &pa),
               QUORUM_OK);
     for (int step = 0; step < 3; ++step) {
@@ -272,7 +284,7 @@ TEST(PartialCApi, OtherOpsUseTheirIdentity) {
   run_c_ranks(3, [](quorum_comm_t comm) {
     const int r = quorum_comm_rank(comm);
     for (quorum_op_t op : {QUORUM_MAX, QUORUM_MIN, QUORUM_PROD}) {
-      quorum_partial_opts_t opts{QUORUM_PARTIAL_SOLO, 0, 1, 0, 0, 0};
+      quorum_partial_opts_t opts{QUORUM_PARTIAL_SOLO, 0, 1, 0, 0, 0, 0};
       quorum_partial_t pa = nullptr;
       ASSERT_EQ(quorum_partial_create(comm, 2, QUORUM_INT32, op, &opts, &pa), QUORUM_OK);
       int32_t in[2] = {r + 2, -r - 2}, out[2];

@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "tests/partial/partial_cases.hpp"
+#include "tests/partial/quorum_cases.hpp"
 #include "tests/support/knob_override.hpp"
 #include "tests/support/process_main.hpp"
 
@@ -54,6 +55,14 @@ TEST(ProcessPartial, ConservationSolo) {
 }
 TEST(ProcessPartial, ConservationMajority) {
   cases::conservation(*test::process_comm(), QUORUM_PARTIAL_MAJORITY, 3);
+}
+// k-of-P quorum: ready messages to each round's counter rank cross processes.
+TEST(ProcessPartial, QuorumConservationAndOneDriver) {
+  Communicator &c = *test::process_comm();
+  const unsigned p = static_cast<unsigned>(c.size());
+  test::quorum_cases::conservation(c, 2, 16, 1500);
+  test::quorum_cases::conservation(c, p, 8, 1500);
+  test::quorum_cases::one_driver(c, p, 1);
 }
 // Lent posts from quorum_mem_alloc buffers: the rounds read them in place,
 // zero-copy on one host (the partial object's channel sees the

@@ -194,8 +194,8 @@ std::string quorum_run(int n) {
   return quote(g_run) + " -n " + std::to_string(n) + " --timeout 200 --";
 }
 
-// `quorum-bench partial`: every variant runs every step, and the sum of what
-// came back equals the sum of what was posted.
+// `quorum-bench partial`: every variant (quorum:K for every K too) runs every
+// step, and the sum of what came back equals the sum of what was posted.
 void expect_partial_bench(const std::string &launcher, int nranks, const std::string &model,
                           unsigned activation_delay_us = 0) {
   std::string command = launcher + (launcher.empty() ? "" : " ") + quote(g_bench) +
@@ -212,10 +212,18 @@ void expect_partial_bench(const std::string &launcher, int nranks, const std::st
     if (!line.empty() && line[0] == '{') body += line + "\n";
   }
   auto rows = json_lines(body);
-  ASSERT_EQ(rows.size(), 3u) << r.out;
-  std::set<std::string> variants;
+  // sync, solo, majority and quorum:1..P, under each model with "all".
+  const size_t models = model == "all" ? 3 : 1;
+  ASSERT_EQ(rows.size(), models * (3u + static_cast<size_t>(nranks))) << r.out;
+  std::set<std::string> variants, seen_models;
   for (const auto &row : rows) {
     variants.insert(row["variant"].get<std::string>());
+    seen_models.insert(row["model"].get<std::string>());
+    // quorum:K: no round with fewer than K fresh posts (every rank posts
+    // every step, so only in-time posts arrive).
+    const int k = row["k"].get<int>();
+    for (int f = 0; f < k; ++f)
+      EXPECT_EQ(row["fresh_histogram"][f].get<long long>(), 0) << row.dump();
     EXPECT_EQ(row["nranks"].get<int>(), nranks) << row.dump();
     EXPECT_EQ(row["activation_delay_us"].get<unsigned>(), activation_delay_us) << row.dump();
     EXPECT_TRUE(row["conserved"].get<bool>()) << row.dump();
@@ -237,7 +245,10 @@ void expect_partial_bench(const std::string &launcher, int nranks, const std::st
       EXPECT_GT(p90, 0.0) << row.dump();
     }
   }
-  EXPECT_EQ(variants, (std::set<std::string>{"sync", "solo", "majority"}));
+  std::set<std::string> want{"sync", "solo", "majority"};
+  for (int k = 1; k <= nranks; ++k) want.insert("quorum:" + std::to_string(k));
+  EXPECT_EQ(variants, want);
+  EXPECT_EQ(seen_models.size(), models) << r.out;
 }
 
 TEST(QuorumBench, PartialOnOneRank) {
@@ -249,6 +260,7 @@ TEST(QuorumBench, PartialUnderQuorumRun) {
   expect_partial_bench(quorum_run(2), 2, "paper");
   expect_partial_bench(quorum_run(3), 3, "exponential");
   expect_partial_bench(quorum_run(3), 3, "paper", 500);
+  expect_partial_bench(quorum_run(2), 2, "all");
 }
 
 TEST(QuorumBench, TwoToFourRanksUnderQuorumRun) {

@@ -32,6 +32,10 @@ expect_error "non-numeric epochs" "--epochs" --epochs many
 expect_error "missing data dir" "train-images-idx3-ubyte.gz" --data-dir "$tmp/none"
 expect_error "cifar without dir" "data directory" --data cifar10 --model cifar-cnn
 expect_error "unknown reduction" "--reduce" --reduce fastest --data synthetic
+expect_error "quorum of none" "give quorum:K" --reduce quorum:0 --data synthetic
+expect_error "quorum without K" "give quorum:K" --reduce quorum: --data synthetic
+expect_error "quorum above the ranks" "--reduce quorum:2 on 1 rank" --reduce quorum:2 \
+  --data synthetic
 expect_error "malformed imbalance" "--imbalance '1:100ms'" --imbalance 1:100ms --data synthetic
 expect_error "imbalance without delay" "paper takes D" --imbalance paper --data synthetic
 expect_error "unknown lr decay" "--lr-decay" --lr-decay linear --data synthetic
@@ -73,10 +77,10 @@ expect_error "paper with K = 0" "K = 0 delays no rank" --data synthetic --imbala
 for flag in --drop-late "--carry-weight 0.5" --no-catch-up "--sync-epochs 1" "--partial-scale sqrt" \
   "--activation-delay-ms 2" "--max-staleness 4"; do
   # shellcheck disable=SC2086
-  expect_error "$flag with sync" "${flag%% *} applies to --reduce solo and majority only; this run reduces with --reduce sync" \
+  expect_error "$flag with sync" "${flag%% *} applies to --reduce solo, majority and quorum:K only; this run reduces with --reduce sync" \
     --data synthetic --reduce sync $flag
   # shellcheck disable=SC2086
-  expect_error "$flag on one process" "${flag%% *} applies to --reduce solo and majority only; this run trains on one process" \
+  expect_error "$flag on one process" "${flag%% *} applies to --reduce solo, majority and quorum:K only; this run trains on one process" \
     --data synthetic $flag
 done
 # A launcher's environment of several tasks that quorum cannot join (no PMIx,

@@ -1,9 +1,10 @@
-// collective_reducer.cpp: sync, solo and majority gradient reduction.
+// collective_reducer.cpp: sync, solo, majority and quorum:K gradient reduction.
 #include "trainer/distributed/collective_reducer.hpp"
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <thread>
 #include <utility>
 
@@ -38,9 +39,21 @@ float partial_round_scale(PartialScale scale, int world, double n) {
 Status CollectiveReducer::create(quorum_comm_t comm, const ReducerOptions &options,
                                  Backend *backend, std::unique_ptr<CollectiveReducer> *out) {
   if (comm == nullptr) return fail(QUORUM_ERR_INVALID_ARG, "reducer", "no communicator");
-  if (options.mode != "sync" && options.mode != "solo" && options.mode != "majority") {
-    return fail(QUORUM_ERR_INVALID_ARG, "reducer", "--reduce '{}': expected sync, solo or majority",
-                options.mode);
+  const int world = quorum_comm_size(comm);
+  unsigned quorum_k = 0;
+  if (options.mode.rfind("quorum:", 0) == 0) {
+    const std::string k = options.mode.substr(7);
+    char *end = nullptr;
+    const long v = std::strtol(k.c_str(), &end, 10);
+    if (k.empty() || *end != '\0' || v < 1 || v > world) {
+      return fail(QUORUM_ERR_INVALID_ARG, "reducer",
+                  "--reduce {} on {} rank{}: K is how many ranks start a round, 1 to {}",
+                  options.mode, world, world == 1 ? "" : "s", world);
+    }
+    quorum_k = static_cast<unsigned>(v);
+  } else if (options.mode != "sync" && options.mode != "solo" && options.mode != "majority") {
+    return fail(QUORUM_ERR_INVALID_ARG, "reducer",
+                "--reduce '{}': expected sync, solo, majority or quorum:K", options.mode);
   }
   if (!(options.carry_weight > 0 && options.carry_weight <= 1))
     return fail(QUORUM_ERR_INVALID_ARG, "reducer", "--carry-weight {}: expected a weight in (0, 1]",
@@ -58,7 +71,8 @@ Status CollectiveReducer::create(quorum_comm_t comm, const ReducerOptions &optio
   r->options_ = options;
   r->backend_ = backend;
   r->rank_ = quorum_comm_rank(comm);
-  r->size_ = quorum_comm_size(comm);
+  r->size_ = world;
+  r->quorum_k_ = quorum_k;
   QUORUM_CHECK(options.imbalance.check_world(r->size_));
   r->fresh_histogram_.assign(static_cast<size_t>(r->size_) + 1, 0);
   if (options.bucket_bytes > 0)
@@ -89,7 +103,10 @@ Status CollectiveReducer::ensure_partial(size_t count) {
     return kOk;
   }
   quorum_partial_opts_t opts{};
-  opts.mode = options_.mode == "solo" ? QUORUM_PARTIAL_SOLO : QUORUM_PARTIAL_MAJORITY;
+  opts.mode = quorum_k_ > 0             ? QUORUM_PARTIAL_QUORUM
+              : options_.mode == "solo" ? QUORUM_PARTIAL_SOLO
+                                        : QUORUM_PARTIAL_MAJORITY;
+  opts.k = quorum_k_;
   opts.max_staleness = options_.max_staleness;
   opts.carry = options_.carry ? 1 : 0;
   opts.carry_weight = options_.carry_weight;

@@ -3,6 +3,7 @@
 //   sync      allreduce (average) every step
 //   solo      partial allreduce, the first rank ready activates each round
 //   majority  partial allreduce, a rank drawn per round from a shared seed activates it
+//   quorum:K  partial allreduce, a round starts once K of the P ranks are ready
 // Partial modes carry late gradients into a later round, multiplied by
 // carry_weight (1: nothing is lost; the command line's default is 0.5, a stale
 // gradient being worth less than a fresh one), and scale every round's sum by
@@ -54,7 +55,7 @@ enum class PartialScale { World, Sqrt, Count };
 float partial_round_scale(PartialScale scale, int world, double n);
 
 struct ReducerOptions {
-  std::string mode = "sync";         // sync | solo | majority
+  std::string mode = "sync";         // sync | solo | majority | quorum:K
   unsigned max_staleness = 32;       // partial: a synchronous round every max_staleness+1
   bool carry = true;                 // partial: late gradients ride in a later round
   double carry_weight = 1;           // partial: ... multiplied by this, in (0, 1]
@@ -133,6 +134,7 @@ class CollectiveReducer : public GradientReducer {
   ReducerOptions options_;
   Backend *backend_ = nullptr;
   int rank_ = 0, size_ = 1;
+  unsigned quorum_k_ = 0;  // quorum:K's K (0: another mode)
   quorum_partial_t partial_ = nullptr;
   size_t partial_count_ = 0;
   int64_t sync_steps_ = 0;   // steps below this reduce with allreduce (sync_epochs)

@@ -59,12 +59,17 @@ struct Rank {
 constexpr Clock::time_point kNever = Clock::time_point::max();
 constexpr size_t kMaxLine = 64 * 1024;  // longer lines are cut so memory stays bounded
 
+int g_output_errno = 0;  // the first failed write of the ranks' output (a full disk)
+
 void write_all(int fd, const std::string &s) {
   size_t off = 0;
   while (off < s.size()) {
     ssize_t n = write(fd, s.data() + off, s.size() - off);
     if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return;  // our own output is gone; keep supervising the ranks
+    if (n <= 0) {  // our own output is gone; keep supervising the ranks
+      if (g_output_errno == 0) g_output_errno = n < 0 ? errno : EIO;
+      return;
+    }
     off += static_cast<size_t>(n);
   }
 }
@@ -551,5 +556,9 @@ int main(int argc, char **argv) {
   int code = job.run(signal_fd, deadline, timeout_s);
   server->stop();
   close(signal_fd);
+  if (g_output_errno != 0 && code == 0) {  // the job's output was lost: not a success
+    say(fmt::format("cannot write the ranks' output: {}", std::strerror(g_output_errno)));
+    code = 1;
+  }
   return code;
 }

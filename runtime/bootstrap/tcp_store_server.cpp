@@ -445,7 +445,8 @@ struct TcpStoreServer::Impl {
           }
           std::memcpy(&current, it->second.data(), 8);
         }
-        current += static_cast<int64_t>(h.arg);
+        // Two's complement wrap-around (found by fuzzing: a signed overflow here was UB).
+        current = static_cast<int64_t>(static_cast<uint64_t>(current) + h.arg);
         std::vector<uint8_t> value(8);
         std::memcpy(value.data(), &current, 8);
         data[key] = std::move(value);

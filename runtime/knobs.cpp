@@ -285,19 +285,26 @@ constexpr const char *kOtherVariables[] = {
     "QUORUM_BUILD_JOBS", "QUORUM_BUILD_TARGETS", "QUORUM_CONFIGURE_ONLY", "QUORUM_WITH_TORCH",
     "QUORUM_FUZZ_CXX"};
 
-size_t edit_distance(const std::string &a, const std::string &b) {
-  std::vector<size_t> row(b.size() + 1);
-  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
-  for (size_t i = 1; i <= a.size(); ++i) {
+// Levenshtein distance over the first 64 characters of each name (longer
+// names are no misspelling of a knob).
+size_t edit_distance(const std::string &a_text, const std::string &b_text) {
+  constexpr size_t kMax = 64;
+  const size_t na = std::min(a_text.size(), kMax), nb = std::min(b_text.size(), kMax);
+  size_t row[kMax + 1];
+  for (size_t j = 0; j <= nb; ++j) row[j] = j;
+  for (size_t i = 1; i <= na; ++i) {
     size_t diagonal = row[0];
     row[0] = i;
-    for (size_t j = 1; j <= b.size(); ++j) {
+    for (size_t j = 1; j <= nb; ++j) {
       const size_t up = row[j];
-      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      size_t best = diagonal + (a_text[i - 1] == b_text[j - 1] ? 0 : 1);
+      if (up + 1 < best) best = up + 1;
+      if (row[j - 1] + 1 < best) best = row[j - 1] + 1;
+      row[j] = best;
       diagonal = up;
     }
   }
-  return row[b.size()];
+  return row[nb];
 }
 
 bool is_known_variable(const std::string &name) {
@@ -324,6 +331,10 @@ std::string closest_known_variable(const std::string &name) {
   std::string best;
   size_t best_distance = SIZE_MAX;
   auto consider = [&](const std::string &candidate) {
+    // The distance is at least the difference in length: skip what cannot win.
+    const size_t gap = name.size() > candidate.size() ? name.size() - candidate.size()
+                                                      : candidate.size() - name.size();
+    if (gap >= best_distance) return;
     const size_t d = edit_distance(name, candidate);
     if (d < best_distance) best = candidate, best_distance = d;
   };

@@ -12,6 +12,7 @@ packages=(
   libopenblas-dev libdnnl-dev ocl-icd-opencl-dev
   slurmd slurmctld slurm-client munge
   dataset-fashion-mnist python3 python3-matplotlib python3-numpy zlib1g-dev
+  clang libclang-rt-14-dev
 )
 if [ "${QUORUM_WITH_TORCH:-0}" = 1 ]; then packages+=(python3-torch); fi
 

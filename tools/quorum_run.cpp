@@ -259,7 +259,7 @@ class Job {
   // --keep-going: when the first stopped rank has to be ended (kNever if none).
   Clock::time_point next_stop_deadline() const {
     Clock::time_point next = kNever;
-    if (!keep_going_) return next;
+    if (!keep_going_ || stop_timeout_ms_ <= 0) return next;
     for (const Rank &r : ranks_) {
       if (r.running && r.stopped_since != kNever) {
         next = std::min(next, r.stopped_since + std::chrono::milliseconds(stop_timeout_ms_));
@@ -272,7 +272,7 @@ class Job {
   // QUORUM_TIMEOUT_MS would keep the job alive forever; SIGKILL ends it even
   // while stopped.
   void end_long_stopped_ranks(Clock::time_point now) {
-    if (!keep_going_) return;
+    if (!keep_going_ || stop_timeout_ms_ <= 0) return;
     for (Rank &r : ranks_) {
       if (!r.running || r.stopped_since == kNever) continue;
       if (now < r.stopped_since + std::chrono::milliseconds(stop_timeout_ms_)) continue;
@@ -463,7 +463,7 @@ class Job {
  public:
   bool keep_going_ = false;  // a failed rank does not end the others
   // QUORUM_TIMEOUT_MS as the ranks see it: how long --keep-going lets a rank
-  // stay stopped (its peers have given up on it by then).
+  // stay stopped (its peers have given up on it by then); 0 or less: forever.
   int64_t stop_timeout_ms_ = 60000;
 
  private:

@@ -13,6 +13,7 @@
 
 #include <cerrno>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -47,8 +48,9 @@ int connect_to(int port) {
 }
 
 // Writes all of `data` while draining replies, so that neither side blocks
-// on a full socket buffer; then reads to EOF (bounded: 5 s without progress
-// means the server hung, which is a finding).
+// on a full socket buffer; then reads to EOF (bounded: 30 s without progress
+// means the server hung, which is a finding; 5 s was hit once on a machine
+// loaded far beyond its cores, and the input did not reproduce alone).
 void exchange(int fd, const uint8_t *data, size_t size, std::vector<uint8_t> *replies) {
   size_t sent = 0;
   bool write_closed = false;
@@ -59,7 +61,13 @@ void exchange(int fd, const uint8_t *data, size_t size, std::vector<uint8_t> *re
       write_closed = true;
     }
     pollfd p{fd, static_cast<short>(POLLIN | (write_closed ? 0 : POLLOUT)), 0};
-    if (poll(&p, 1, 5000) != 1) std::abort();
+    const int ready = poll(&p, 1, 30000);
+    if (ready < 0 && errno == EINTR) continue;
+    if (ready != 1) {
+      std::fprintf(stderr, "fuzz_store_wire: no progress for 30 s (%zu of %zu bytes sent)\n", sent,
+                   size);
+      std::abort();
+    }
     if (p.revents & (POLLIN | POLLHUP | POLLERR)) {
       ssize_t n = recv(fd, buf, sizeof(buf), MSG_DONTWAIT);
       if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) return;

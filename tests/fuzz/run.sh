@@ -54,7 +54,7 @@ for name in ${QUORUM_FUZZ_TARGETS:-store_wire checkpoint datasets knobs}; do
   log="$out/fuzz_$name.log"
   echo "fuzz: $name (${runs:-$seconds s})"
   if ! (cd "$out" && UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
-    "./fuzz_$name" "${limit[@]}" -max_len=4096 -timeout=10 -rss_limit_mb=2048 -close_fd_mask=3 \
+    "./fuzz_$name" "${limit[@]}" -max_len=4096 -timeout=30 -rss_limit_mb=2048 -close_fd_mask=3 \
     -print_final_stats=1 "corpus/$name" "../tests/fuzz/corpus/$name") >"$log" 2>&1; then
     echo "fuzz: $name FAILED; the end of $log:"
     tail -n 40 "$log"

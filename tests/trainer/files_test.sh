@@ -5,9 +5,11 @@
 # stdout (/dev/full) or on quorum-bench's --json-out gives a non-zero exit
 # naming the file; SIGTERM during a run with --checkpoint saves it at the next
 # step, exits 143, and the resumed run ends bit for bit like an uninterrupted one.
-# Usage: files_test.sh path/to/quorum-train path/to/quorum-bench
+# Under quorum-run (third argument), SIGTERM to the launcher stops both ranks
+# the same way.
+# Usage: files_test.sh path/to/quorum-train path/to/quorum-bench [path/to/quorum-run]
 set -u
-train="$1" bench="$2"
+train="$1" bench="$2" run="${3:-}"
 source "$(dirname "$0")/../support/checks.sh"
 unset SLURM_STEP_NUM_TASKS PMI_SIZE OMPI_COMM_WORLD_SIZE OMPI_COMM_WORLD_RANK PMIX_RANK QUORUM_RANK
 common=(--data synthetic --batch 32 --epochs 2 --seed 5 --progress-every 0)
@@ -71,5 +73,21 @@ else
 fi
 ls "$tmp" | grep -q '\.tmp\.' && fail "temporary checkpoint left behind: $(ls "$tmp")"
 
+if [ -n "$run" ]; then
+  "$run" -n 2 -- "$train" "${long[@]}" --checkpoint "$tmp/ckpt2" --log "$tmp/log2" --log-every 1 \
+    >"$tmp/part2" 2>&1 &
+  pid=$!
+  for _ in $(seq 600); do
+    grep -q '"event":"step"' "$tmp/log2" 2>/dev/null && break
+    sleep 0.05
+  done
+  kill -TERM $pid
+  wait $pid
+  rc=$?
+  [ $rc -eq 143 ] || fail "2 ranks, SIGTERM to quorum-run: exit status $rc: $(cat "$tmp/part2")"
+  [ "$(grep -c 'quorum-train: stopped by SIGTERM at step' "$tmp/part2")" -eq 2 ] ||
+    fail "2 ranks: not both stopped: $(cat "$tmp/part2")"
+  [ -f "$tmp/ckpt2" ] || fail "2 ranks: no checkpoint after SIGTERM: $(cat "$tmp/part2")"
+fi
 echo "stopped by SIGTERM at step $step; the resumed run matched"
 finish "trainer files"

@@ -1,6 +1,7 @@
 // clock.hpp: monotonic time and deadlines for the timeouts of blocking calls.
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 
@@ -21,7 +22,8 @@ class Deadline {
     Deadline d;
     if (timeout_ms > 0) {
       d.infinite_ = false;
-      d.at_ = Clock::now() + std::chrono::milliseconds(timeout_ms);
+      // Capped at about 35 years, so that no timeout overflows the clock.
+      d.at_ = Clock::now() + std::chrono::milliseconds(std::min<int64_t>(timeout_ms, 1LL << 40));
     }
     return d;
   }

@@ -1,13 +1,18 @@
 // knobs.cpp: the knob registry, parsing of typed values and the runtime's own knobs.
 #include "knobs.hpp"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <atomic>
 #include <cctype>
 #include <cerrno>
+#include <cstdint>
 #include <cstdlib>
 #include <limits>
 #include <map>
+
+#include "log.hpp"
 
 namespace quorum {
 
@@ -200,6 +205,32 @@ bool parse_value(const std::string &t, std::string *out, std::string *) {
   return true;
 }
 
+// Durations (knobs named *_MS or *_US) take a plain number: a unit k/m/g is
+// a size's (QUORUM_TIMEOUT_MS=9000g is a typo, not 9000 GiB of milliseconds),
+// and a value past about 31 years would overflow the clock into a deadline
+// already past. Other knobs have no bound here.
+bool check_range(const char *name, const std::string &text, int64_t v, std::string *why) {
+  const std::string n = name;
+  const bool ms = n.size() > 3 && n.compare(n.size() - 3, 3, "_MS") == 0;
+  const bool us = n.size() > 3 && n.compare(n.size() - 3, 3, "_US") == 0;
+  if (!ms && !us) return true;
+  const char last = text.empty() ? '0' : text.back();
+  if (!std::isdigit(static_cast<unsigned char>(last))) {
+    *why = fmt::format("a duration in {} takes no unit", ms ? "milliseconds" : "microseconds");
+    return false;
+  }
+  const int64_t max = ms ? int64_t{1000000000000} : int64_t{1000000000000000};
+  if (v > max) {
+    *why = fmt::format("at most {} (about 31 years)", max);
+    return false;
+  }
+  return true;
+}
+template <typename T>
+bool check_range(const char *, const std::string &, const T &, std::string *) {
+  return true;
+}
+
 }  // namespace
 
 template <typename T>
@@ -211,7 +242,10 @@ Knob<T>::Knob(const char *name, T default_value, const char *help, std::vector<s
 
 template <typename T>
 bool Knob<T>::parse(const std::string &text, std::string *why) {
-  return parse_value(text, &value_, why);
+  T parsed = value_;
+  if (!parse_value(text, &parsed, why) || !check_range(name(), text, parsed, why)) return false;
+  value_ = parsed;
+  return true;
 }
 
 template <typename T>
@@ -237,7 +271,92 @@ KnobBase *find_knob(const std::string &name) {
   return it == registry().end() ? nullptr : it->second;
 }
 
+namespace {
+// QUORUM_* variables read without a knob: the launcher's (quorum-run sets
+// them, the bootstrap reads them), the logger's, and knobs of parts that may
+// not be linked into this program (the CUDA backend), and the scripts'.
+// QUORUM_TEST_* belong to the test programs.
+constexpr const char *kOtherVariables[] = {
+    "QUORUM_RANK", "QUORUM_SIZE", "QUORUM_LOCAL_RANK", "QUORUM_LOCAL_SIZE", "QUORUM_STORE",
+    "QUORUM_TOKEN", "QUORUM_LOG_LEVEL", "QUORUM_LOG_SUBSYS", "QUORUM_BOOTSTRAP", "QUORUM_TRANSPORT",
+    "QUORUM_FASHION_MNIST_DIR", "QUORUM_CUDA_WORKSPACE_MB", "QUORUM_CUDA_ON_ERROR",
+    "QUORUM_UCX_DEAD_PEER_CHILD",
+    // the build and test scripts' own
+    "QUORUM_BUILD_JOBS", "QUORUM_BUILD_TARGETS", "QUORUM_CONFIGURE_ONLY", "QUORUM_WITH_TORCH",
+    "QUORUM_FUZZ_CXX"};
+
+// Levenshtein distance over the first 64 characters of each name (longer
+// names are no misspelling of a knob).
+size_t edit_distance(const std::string &a_text, const std::string &b_text) {
+  constexpr size_t kMax = 64;
+  const size_t na = std::min(a_text.size(), kMax), nb = std::min(b_text.size(), kMax);
+  size_t row[kMax + 1];
+  for (size_t j = 0; j <= nb; ++j) row[j] = j;
+  for (size_t i = 1; i <= na; ++i) {
+    size_t diagonal = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= nb; ++j) {
+      const size_t up = row[j];
+      size_t best = diagonal + (a_text[i - 1] == b_text[j - 1] ? 0 : 1);
+      if (up + 1 < best) best = up + 1;
+      if (row[j - 1] + 1 < best) best = row[j - 1] + 1;
+      row[j] = best;
+      diagonal = up;
+    }
+  }
+  return row[nb];
+}
+
+bool is_known_variable(const std::string &name) {
+  if (name.rfind("QUORUM_TEST_", 0) == 0 || find_knob(name) != nullptr) return true;
+  for (const char *other : kOtherVariables) {
+    if (name == other) return true;
+  }
+  return false;
+}
+}  // namespace
+
+std::vector<std::string> unknown_quorum_variables(char *const *environment) {
+  std::vector<std::string> unknown;
+  for (char *const *e = environment; e != nullptr && *e != nullptr; ++e) {
+    const std::string entry = *e;
+    if (entry.rfind("QUORUM_", 0) != 0) continue;
+    const std::string name = entry.substr(0, entry.find('='));
+    if (!is_known_variable(name)) unknown.push_back(name);
+  }
+  return unknown;
+}
+
+std::string closest_known_variable(const std::string &name) {
+  std::string best;
+  size_t best_distance = SIZE_MAX;
+  auto consider = [&](const std::string &candidate) {
+    // The distance is at least the difference in length: skip what cannot win.
+    const size_t gap = name.size() > candidate.size() ? name.size() - candidate.size()
+                                                      : candidate.size() - name.size();
+    if (gap >= best_distance) return;
+    const size_t d = edit_distance(name, candidate);
+    if (d < best_distance) best = candidate, best_distance = d;
+  };
+  for (KnobBase *k : all_knobs()) consider(k->name());
+  for (const char *other : kOtherVariables) consider(other);
+  return best;
+}
+
+void warn_unknown_quorum_variables() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    for (const std::string &name : unknown_quorum_variables(environ)) {
+      QLOG_WARN("config",
+                "{} is not a quorum setting and is ignored; did you mean {}? "
+                "(quorum-info lists them all)",
+                name, closest_known_variable(name));
+    }
+  });
+}
+
 Status validate_knobs() {
+  warn_unknown_quorum_variables();
   for (KnobBase *k : all_knobs()) {
     std::string e = k->error();
     if (!e.empty()) return fail(QUORUM_ERR_INVALID_ARG, "config", "{}", e);

@@ -98,9 +98,18 @@ extern template class Knob<std::string>;
 // All knobs, sorted by name.
 std::vector<KnobBase *> all_knobs();
 KnobBase *find_knob(const std::string &name);
-// Checks every knob's environment value; QUORUM_ERR_INVALID_ARG naming the first bad one.
+// Checks every knob's environment value; QUORUM_ERR_INVALID_ARG naming the
+// first bad one. Also warns about misspelled QUORUM_* variables (once).
 Status validate_knobs();
 void reload_knobs();
+// The QUORUM_* names in `environment` that are neither a knob nor a variable
+// quorum reads otherwise (the launcher's, the logger's): misspellings.
+std::vector<std::string> unknown_quorum_variables(char *const *environment);
+// The known name nearest to `name` (edit distance), for "did you mean".
+std::string closest_known_variable(const std::string &name);
+// Warns once per process about each unknown QUORUM_* variable of the
+// environment, naming the closest known one. validate_knobs() calls it.
+void warn_unknown_quorum_variables();
 
 // Knobs of the runtime layer.
 extern Knob<int64_t> knob_timeout_ms;

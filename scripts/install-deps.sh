@@ -15,6 +15,7 @@ packages=(
   slurmd slurmctld slurm-client munge iperf3
   dataset-fashion-mnist python3 python3-matplotlib python3-numpy zlib1g-dev
   python3-dev pybind11-dev python3-pytest python3-torch
+  clang libclang-rt-14-dev
 )
 
 missing=()

@@ -14,6 +14,7 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 echo "== build (debugoptimized)"
 scripts/build.sh build
 meson test -C build --num-processes 2 --print-errorlogs
+tests/fuzz/run.sh 12  # the four libFuzzer targets, 12 s each from their seed corpora
 
 if [ "${QUORUM_TEST_QUICK:-0}" = 1 ]; then exit 0; fi
 

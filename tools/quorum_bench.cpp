@@ -13,6 +13,9 @@
 #include <fmt/format.h>
 
 #include <CLI/CLI.hpp>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
 #include <functional>
 #include <string>
 
@@ -48,6 +51,12 @@ int with_communicator(const std::function<int(quorum_comm_t)> &bench) {
     return 1;
   }
   int rc = bench(comm);
+  errno = 0;
+  if (std::fflush(stdout) != 0 || std::ferror(stdout)) {  // e.g. a full disk: not a success
+    fmt::print(stderr, "quorum-bench: cannot write stdout: {}\n",
+               errno != 0 ? std::strerror(errno) : "write failed");
+    if (rc == 0) rc = 1;
+  }
   s = quorum_finalize(comm);
   if (s != QUORUM_OK) {
     fmt::print(stderr, "quorum-bench: quorum_finalize failed: {}: {}\n", quorum_strerror(s),

@@ -393,7 +393,7 @@ int run_collective_bench(quorum_comm_t comm, const CollOptions &o) {
     if (rank == 0) fmt::print(stderr, "quorum-bench: some results were wrong (see #wrong)\n");
     return 3;
   }
-  return 0;
+  return rank == 0 && !reporter.json_written() ? 1 : 0;
 }
 
 }  // namespace quorum_bench

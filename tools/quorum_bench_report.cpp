@@ -113,8 +113,11 @@ void Reporter::row(const SizeResult &r) {
   j["in_place"] = placement_json(r.in_place);
   std::string line = j.dump();
   if (json_file_) {
-    std::fprintf(json_file_, "%s\n", line.c_str());
-    std::fflush(json_file_);
+    errno = 0;
+    if ((std::fprintf(json_file_, "%s\n", line.c_str()) < 0 || std::fflush(json_file_) != 0) &&
+        json_errno_ == 0) {
+      json_errno_ = errno != 0 ? errno : -1;
+    }
   }
   if (options_.json) {
     fmt::print("{}\n", line);
@@ -125,6 +128,18 @@ void Reporter::row(const SizeResult &r) {
                r.iters, placement_cells(r.out_of_place), placement_cells(r.in_place));
   }
   std::fflush(stdout);
+}
+
+bool Reporter::json_written() {
+  if (json_file_) {
+    errno = 0;
+    if (std::fclose(json_file_) != 0 && json_errno_ == 0) json_errno_ = errno != 0 ? errno : -1;
+    json_file_ = nullptr;
+  }
+  if (json_errno_ == 0) return true;
+  fmt::print(stderr, "quorum-bench: cannot write --json-out file '{}': {}\n", options_.json_out,
+             json_errno_ > 0 ? std::strerror(json_errno_) : "write failed");
+  return false;
 }
 
 long long Reporter::footer() {

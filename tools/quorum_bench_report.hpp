@@ -50,11 +50,14 @@ class Reporter {
   void row(const SizeResult &r);
   // Totals; returns the number of wrong elements over all sizes.
   long long footer();
+  // Closes the --json-out file; false (said on stderr) if a write to it failed.
+  bool json_written();
 
  private:
   const CollOptions &options_;
   RunInfo info_;
   FILE *json_file_ = nullptr;
+  int json_errno_ = 0;  // the first failed write's errno (-1 when errno said nothing)
   long long total_wrong_ = 0;
   double busbw_sum_ = 0;
   int busbw_rows_ = 0;

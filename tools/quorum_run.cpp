@@ -13,11 +13,12 @@
 // others are sent SIGTERM, then SIGKILL after the grace period, and quorum-run
 // exits non-zero naming the rank. SIGINT/SIGTERM/SIGHUP are forwarded to the
 // ranks. --timeout S ends the job after S seconds with exit status 124.
-// Ranks read stdin from /dev/null and run in their own process groups.
+// Ranks read stdin from /dev/null, run in their own process groups and get
+// SIGKILL when quorum-run dies (parent-death signal), so none is orphaned.
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
-#include <spawn.h>
+#include <sys/prctl.h>
 #include <sys/random.h>
 #include <sys/signalfd.h>
 #include <sys/wait.h>
@@ -35,6 +36,7 @@
 
 #include "runtime/bootstrap/tcp_store.hpp"
 #include "runtime/clock.hpp"
+#include "runtime/knobs.hpp"
 #include "tools/cli_common.hpp"
 #include "tools/quorum_run_nodes.hpp"
 
@@ -56,18 +58,24 @@ struct Rank {
   pid_t pid = -1;
   bool running = false;
   int status = 0;
+  Clock::time_point stopped_since = Clock::time_point::max();  // max while not stopped
   Stream out, err;
 };
 
 constexpr Clock::time_point kNever = Clock::time_point::max();
 constexpr size_t kMaxLine = 64 * 1024;  // longer lines are cut so memory stays bounded
 
+int g_output_errno = 0;  // the first failed write of the ranks' output (a full disk)
+
 void write_all(int fd, const std::string &s) {
   size_t off = 0;
   while (off < s.size()) {
     ssize_t n = write(fd, s.data() + off, s.size() - off);
     if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return;  // our own output is gone; keep supervising the ranks
+    if (n <= 0) {  // our own output is gone; keep supervising the ranks
+      if (g_output_errno == 0) g_output_errno = n < 0 ? errno : EIO;
+      return;
+    }
     off += static_cast<size_t>(n);
   }
 }
@@ -144,6 +152,39 @@ void pump(Stream &s, int rank) {
   emit_lines(s, rank, false);
 }
 
+// In the forked child (async-signal-safe calls only): becomes a rank in its
+// own process group, with default signals, stdin from /dev/null and stdout/
+// stderr on the pipes, and dies with SIGKILL when quorum-run dies, even by
+// SIGKILL, so that no rank outlives its launcher. On a failed exec, errno goes
+// back through `exec_fd`.
+[[noreturn]] void exec_rank(pid_t launcher, char *const argv[], char *const envp[], int out_fd,
+                            int err_fd, int exec_fd) {
+  setpgid(0, 0);
+  struct sigaction dfl = {};
+  dfl.sa_handler = SIG_DFL;
+  for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGCHLD, SIGPIPE}) sigaction(sig, &dfl, nullptr);
+  sigset_t empty;
+  sigemptyset(&empty);
+  sigprocmask(SIG_SETMASK, &empty, nullptr);
+  int err = 0;
+  if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) err = errno;
+  // quorum-run may have died before the line above: then the signal never comes.
+  if (err == 0 && getppid() != launcher) _exit(127);
+  if (err == 0) {
+    int null_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    if (null_fd < 0 || dup2(null_fd, 0) < 0 || dup2(out_fd, 1) < 0 || dup2(err_fd, 2) < 0) {
+      err = errno;
+    }
+  }
+  if (err == 0) {
+    execvpe(argv[0], argv, envp);
+    err = errno;
+  }
+  ssize_t ignored = write(exec_fd, &err, sizeof(err));
+  (void)ignored;
+  _exit(127);
+}
+
 class Job {
  public:
   // `size` local ranks, global ranks first_rank.. of world_size (0: size).
@@ -183,7 +224,7 @@ class Job {
           stream_rank.push_back(r.rank);
         }
       }
-      Clock::time_point next = std::min(job_deadline, kill_deadline_);
+      Clock::time_point next = std::min({job_deadline, kill_deadline_, next_stop_deadline()});
       int timeout = -1;
       if (next != kNever) {
         auto ms =
@@ -210,6 +251,7 @@ class Job {
         if (!exit_code_) exit_code_ = 124;
         terminate(SIGTERM);
       }
+      end_long_stopped_ranks(now);
       if (now >= kill_deadline_) {
         kill_deadline_ = kNever;
         if (running_count() > 0) {
@@ -224,6 +266,33 @@ class Job {
   }
 
  private:
+  // --keep-going: when the first stopped rank has to be ended (kNever if none).
+  Clock::time_point next_stop_deadline() const {
+    Clock::time_point next = kNever;
+    if (!keep_going_ || stop_timeout_ms_ <= 0) return next;
+    for (const Rank &r : ranks_) {
+      if (r.running && r.stopped_since != kNever) {
+        next = std::min(next, r.stopped_since + std::chrono::milliseconds(stop_timeout_ms_));
+      }
+    }
+    return next;
+  }
+
+  // --keep-going: a rank stopped (SIGSTOP, SIGTSTP...) for longer than
+  // QUORUM_TIMEOUT_MS would keep the job alive forever; SIGKILL ends it even
+  // while stopped.
+  void end_long_stopped_ranks(Clock::time_point now) {
+    if (!keep_going_ || stop_timeout_ms_ <= 0) return;
+    for (Rank &r : ranks_) {
+      if (!r.running || r.stopped_since == kNever) continue;
+      if (now < r.stopped_since + std::chrono::milliseconds(stop_timeout_ms_)) continue;
+      say(fmt::format("rank {} has been stopped for {} ms (QUORUM_TIMEOUT_MS); killing it", r.rank,
+                      stop_timeout_ms_));
+      r.stopped_since = kNever;
+      if (kill(-r.pid, SIGKILL) != 0) kill(r.pid, SIGKILL);
+    }
+  }
+
   bool spawn(Rank &r, const std::vector<std::string> &command, const std::string &store,
              const std::string &token) {
     int out_pipe[2], err_pipe[2];
@@ -256,28 +325,35 @@ class Job {
     for (auto &s : args) argv.push_back(s.data());
     argv.push_back(nullptr);
 
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-    posix_spawn_file_actions_adddup2(&fa, out_pipe[1], 1);
-    posix_spawn_file_actions_adddup2(&fa, err_pipe[1], 2);
-    posix_spawnattr_t attr;
-    posix_spawnattr_init(&attr);
-    posix_spawnattr_setflags(
-        &attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
-    posix_spawnattr_setpgroup(&attr, 0);
-    sigset_t empty, defaults;
-    sigemptyset(&empty);
-    posix_spawnattr_setsigmask(&attr, &empty);
-    sigemptyset(&defaults);
-    for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGCHLD, SIGPIPE}) sigaddset(&defaults, sig);
-    posix_spawnattr_setsigdefault(&attr, &defaults);
-    pid_t pid = -1;
-    int rc = posix_spawnp(&pid, argv[0], &fa, &attr, argv.data(), envp.data());
-    posix_spawn_file_actions_destroy(&fa);
-    posix_spawnattr_destroy(&attr);
+    // The child reports a failed exec through this pipe (closed by a good exec).
+    int exec_pipe[2];
+    if (pipe2(exec_pipe, O_CLOEXEC) != 0) {
+      for (int fd : {out_pipe[0], out_pipe[1], err_pipe[0], err_pipe[1]}) close(fd);
+      return spawn_error(r, "pipe", errno);
+    }
+    const pid_t launcher = getpid();
+    pid_t pid = fork();
+    if (pid == 0)
+      exec_rank(launcher, argv.data(), envp.data(), out_pipe[1], err_pipe[1], exec_pipe[1]);
+    const int fork_errno = errno;
     close(out_pipe[1]);
     close(err_pipe[1]);
+    close(exec_pipe[1]);
+    int rc = pid < 0 ? fork_errno : 0;
+    if (pid > 0) {
+      setpgid(pid, pid);  // also done by the child; whichever runs first wins the race
+      int child_errno = 0;
+      ssize_t n;
+      do n = read(exec_pipe[0], &child_errno, sizeof(child_errno));
+      while (n < 0 && errno == EINTR);
+      if (n == static_cast<ssize_t>(sizeof(child_errno))) {
+        rc = child_errno;
+        int status;
+        while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+        }
+      }
+    }
+    close(exec_pipe[0]);
     if (rc != 0) {
       close(out_pipe[0]);
       close(err_pipe[0]);
@@ -313,6 +389,7 @@ class Job {
   // SIGTERM (or `sig`) now, SIGKILL after the grace period.
   void terminate(int sig) {
     signal_all(sig);
+    if (sig != SIGKILL) signal_all(SIGCONT);  // a stopped rank must run to see the signal
     if (kill_deadline_ == kNever && sig != SIGKILL) {
       kill_deadline_ = Clock::now() + std::chrono::milliseconds(grace_ms_);
     }
@@ -333,10 +410,21 @@ class Job {
   void reap() {
     for (;;) {
       int status = 0;
-      pid_t pid = waitpid(-1, &status, WNOHANG);
+      pid_t pid = waitpid(-1, &status, WNOHANG | WUNTRACED | WCONTINUED);
       if (pid <= 0) return;
       for (Rank &r : ranks_) {
         if (r.pid != pid || !r.running) continue;
+        if (WIFSTOPPED(status)) {
+          const char *name = sigabbrev_np(WSTOPSIG(status));
+          say(fmt::format("rank {} was stopped by signal {} (SIG{})", r.rank, WSTOPSIG(status),
+                          name ? name : "?"));
+          r.stopped_since = Clock::now();
+          break;
+        }
+        if (WIFCONTINUED(status)) {
+          r.stopped_since = kNever;
+          break;
+        }
         r.running = false;
         r.status = status;
         if (!failed(status)) break;
@@ -385,6 +473,9 @@ class Job {
 
  public:
   bool keep_going_ = false;  // a failed rank does not end the others
+  // QUORUM_TIMEOUT_MS as the ranks see it: how long --keep-going lets a rank
+  // stay stopped (its peers have given up on it by then); 0 or less: forever.
+  int64_t stop_timeout_ms_ = 60000;
 
  private:
   Clock::time_point kill_deadline_ = kNever;  // SIGKILL whoever is left at this time
@@ -426,7 +517,8 @@ int main(int argc, char **argv) {
   app.add_flag("--keep-going", keep_going,
                "When a rank fails, let the others run on (each bounded by its own "
                "QUORUM_TIMEOUT_MS) so that they can report the failure; the exit status is "
-               "still the first failing rank's");
+               "still the first failing rank's. A rank stopped (SIGSTOP) for QUORUM_TIMEOUT_MS "
+               "is killed");
   quorum_run::NodeOptions node_options;
   quorum_run::add_node_options(app, &node_options);
   app.prefix_command();  // everything from the program name on belongs to it
@@ -482,6 +574,7 @@ int main(int argc, char **argv) {
   }
   Job job(size, grace_s, rdzv.first_rank, rdzv.world_size);
   job.keep_going_ = keep_going;
+  job.stop_timeout_ms_ = std::clamp<int64_t>(quorum::knob_timeout_ms.get(), 0, int64_t{1} << 40);
   if (!job.start(command, store_address, token)) {
     job.run(signal_fd, kNever, 0);
     return 127;
@@ -489,5 +582,9 @@ int main(int argc, char **argv) {
   int code = job.run(signal_fd, deadline, timeout_s);
   if (server) server->stop();
   close(signal_fd);
+  if (g_output_errno != 0 && code == 0) {  // the job's output was lost: not a success
+    say(fmt::format("cannot write the ranks' output: {}", std::strerror(g_output_errno)));
+    code = 1;
+  }
   return code;
 }

@@ -32,6 +32,8 @@
 #include "trainer/distributed/setup_agreement.hpp"
 #include "trainer/gradient_reducer.hpp"
 #include "trainer/model_spec.hpp"
+#include "trainer/output_check.hpp"
+#include "trainer/stop_signal.hpp"
 #include "trainer/trainer.hpp"
 
 namespace qt = quorum::trainer;
@@ -514,6 +516,7 @@ int main(int argc, char **argv) {
     return code;
   }
 
+  if (!cfg.checkpoint_path.empty()) qt::stop_on_signals();  // save, then stop
   ConsoleObserver observer(isatty(STDERR_FILENO) != 0, progress_every, log ? &log : nullptr,
                            log_every);
   qt::LocalGradientReducer local;
@@ -568,6 +571,12 @@ int main(int argc, char **argv) {
     if (comm) quorum_finalize(comm);
     return 1;
   }
+  if (result.stopped_by_signal != 0) {
+    std::fprintf(stderr, "quorum-train: %s\n", qt::stopped_message(cfg, result).c_str());
+    if (dist) dist->abandon();
+    if (comm) quorum_finalize(comm);
+    return 128 + result.stopped_by_signal;
+  }
   double drained = 0;
   if (dist && dist->finish(&drained) != quorum::kOk) {
     std::fprintf(stderr, "quorum-train: %s\n", quorum::last_error());
@@ -616,6 +625,11 @@ int main(int argc, char **argv) {
   }
   if (comm && quorum_finalize(comm) != QUORUM_OK) {
     std::fprintf(stderr, "quorum-train: finalize: %s\n", quorum_last_error());
+    return 1;
+  }
+  if ((!log_path.empty() && qt::check_stream_written(log, "--log " + log_path) != quorum::kOk) ||
+      qt::check_file_written(stdout, "stdout") != quorum::kOk) {
+    std::fprintf(stderr, "quorum-train: %s\n", quorum::last_error());
     return 1;
   }
   return observer.replicas_agree() ? 0 : 3;

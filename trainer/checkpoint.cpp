@@ -16,6 +16,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <new>
 
 namespace quorum::trainer {
 
@@ -74,6 +75,32 @@ std::string temp_path(const std::string &path) {
   return path + ".tmp." + std::to_string(getpid());
 }
 
+// Checkpoints are only ever regular files: an existing `path` that is a
+// device node, FIFO, socket or folder is refused, never replaced ("" if fine).
+std::string not_a_regular_file(const std::string &path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0 || S_ISREG(st.st_mode)) return "";
+  if (S_ISDIR(st.st_mode)) return "is a folder, not a file name";
+  if (S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode)) return "is a device, not a regular file";
+  if (S_ISFIFO(st.st_mode)) return "is a FIFO, not a regular file";
+  return "is not a regular file";
+}
+
+// Creates the temporary file exclusively and without following a link, so
+// that nothing planted at its name is written through. A leftover of a killed
+// run of the same pid is removed first (unlink does not follow links).
+int create_temp(const std::string &tmp) {
+  const int flags = O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC;
+  int fd = ::open(tmp.c_str(), flags, 0644);
+  if (fd < 0 && errno == EEXIST && ::unlink(tmp.c_str()) == 0)
+    fd = ::open(tmp.c_str(), flags, 0644);
+  return fd;
+}
+
+// The largest file load_checkpoint reads: far above any model this trainer
+// builds, far below what a sparse or endless file would make it allocate.
+constexpr uint64_t kMaxCheckpointBytes = uint64_t{16} << 30;
+
 // What no run writes: a position off its epoch, or counts that cannot be.
 std::string bad_position(const TrainingState &s) {
   if (s.batch <= 0 || s.world <= 0 || s.steps_per_epoch <= 0 || s.train_count == 0)
@@ -120,8 +147,10 @@ Status save_checkpoint(const std::string &path, const TrainingState &s) {
   w.raw(s.ema.data(), s.ema.size() * sizeof(float));
   w.put(uint32_t(crc32(0L, w.bytes.data(), uInt(w.bytes.size()))));
 
+  if (const std::string why = not_a_regular_file(path); !why.empty())
+    return fail(QUORUM_ERR_INVALID_ARG, kSub, "checkpoint {}: {}", path, why);
   const std::string tmp = temp_path(path);
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  int fd = create_temp(tmp);
   if (fd < 0)
     return fail(QUORUM_ERR_INVALID_ARG, kSub, "{}: cannot create: {}", tmp, std::strerror(errno));
   size_t done = 0;
@@ -151,12 +180,10 @@ Status save_checkpoint(const std::string &path, const TrainingState &s) {
 }
 
 Status check_checkpoint_path(const std::string &path) {
-  struct stat st {};
-  if (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode))
-    return fail(QUORUM_ERR_INVALID_ARG, kSub, "--checkpoint {}: is a folder, not a file name",
-                path);
+  if (const std::string why = not_a_regular_file(path); !why.empty())
+    return fail(QUORUM_ERR_INVALID_ARG, kSub, "--checkpoint {}: {}", path, why);
   const std::string tmp = temp_path(path);
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  int fd = create_temp(tmp);
   if (fd < 0)
     return fail(QUORUM_ERR_INVALID_ARG, kSub, "--checkpoint {}: cannot create a file there: {}",
                 path, std::strerror(errno));
@@ -166,14 +193,44 @@ Status check_checkpoint_path(const std::string &path) {
 }
 
 Status load_checkpoint(const std::string &path, TrainingState *s) {
-  FILE *f = std::fopen(path.c_str(), "rb");
-  if (f == nullptr)
+  // O_NONBLOCK: opening a FIFO must not wait for a writer; only regular files
+  // are read, and no more than their size, so an endless file cannot be.
+  int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0)
     return fail(QUORUM_ERR_INVALID_ARG, kSub, "{}: cannot open: {}", path, std::strerror(errno));
+  struct stat st {};
+  std::string why;
+  if (::fstat(fd, &st) != 0) {
+    why = std::strerror(errno);
+  } else if (!S_ISREG(st.st_mode)) {
+    why = "not a regular file";
+  } else if (uint64_t(st.st_size) > kMaxCheckpointBytes) {
+    why = fmt::format("{} bytes, more than any checkpoint ({} GiB)", st.st_size,
+                      kMaxCheckpointBytes >> 30);
+  }
   std::vector<uint8_t> bytes;
-  uint8_t buf[1 << 16];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) bytes.insert(bytes.end(), buf, buf + n);
-  std::fclose(f);
+  if (why.empty()) {
+    try {
+      bytes.resize(size_t(st.st_size));
+    } catch (const std::bad_alloc &) {
+      why = fmt::format("no memory for its {} bytes", st.st_size);
+    }
+  }
+  size_t got = 0;
+  while (why.empty() && got < bytes.size()) {
+    ssize_t n = ::read(fd, bytes.data() + got, bytes.size() - got);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) why = std::strerror(errno);
+    if (n == 0) why = "shorter than its size (changed while read?)";
+    if (n > 0) got += size_t(n);
+  }
+  ::close(fd);
+  if (!why.empty()) return fail(QUORUM_ERR_INVALID_ARG, kSub, "{}: cannot read: {}", path, why);
+  return parse_checkpoint(bytes, path, s);
+}
+
+Status parse_checkpoint(const std::vector<uint8_t> &bytes, const std::string &path,
+                        TrainingState *s) {
   if (bytes.size() < sizeof kMagic + 4 || std::memcmp(bytes.data(), kMagic, sizeof kMagic) != 0)
     return fail(QUORUM_ERR_INVALID_ARG, kSub, "{}: not a quorum-train checkpoint", path);
   uint32_t stored_crc;

@@ -6,7 +6,9 @@
 // never interrupted (the data order is a function of seed and epoch). It also
 // records the data the steps come from (set name, training examples, steps per
 // epoch), so that a resume on other data is refused. Written to
-// "<path>.tmp.<pid>", flushed, fsynced and renamed over <path>.
+// "<path>.tmp.<pid>" (created exclusively, not through a link; removed on any
+// failure), flushed, fsynced and renamed over <path>, which must be a regular
+// file if it exists: a device node, FIFO or folder is refused, never replaced.
 #pragma once
 
 #include <cstdint>
@@ -37,8 +39,15 @@ struct TrainingState {
 Status save_checkpoint(const std::string &path, const TrainingState &state);
 // Also checks that the position is one a run can reach: 0 <= step_in_epoch <
 // steps_per_epoch and global_step = epoch x steps_per_epoch + step_in_epoch.
+// Only a regular file is read (a FIFO or device is refused at once), at most
+// 16 GiB.
 Status load_checkpoint(const std::string &path, TrainingState *state);
-// Whether save_checkpoint can write `path`: creates and removes its temporary
+// The checks and decoding of load_checkpoint on bytes already read; `path`
+// names them in errors.
+Status parse_checkpoint(const std::vector<uint8_t> &bytes, const std::string &path,
+                        TrainingState *state);
+// Whether save_checkpoint can write `path` (a regular file or nothing yet):
+// creates and removes its temporary
 // file, so that a missing or read-only folder fails before training.
 Status check_checkpoint_path(const std::string &path);
 

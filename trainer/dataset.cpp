@@ -141,7 +141,8 @@ Status read_gzip_file(const std::string &path, size_t max_bytes, std::vector<uin
   std::vector<uint8_t> &buf = *out;
   size_t used = 0;
   for (;;) {
-    if (buf.size() - used < (1 << 20)) buf.resize(std::max<size_t>(buf.size() * 2, 1 << 22));
+    // Grows by doubling from 64 KiB: small files stay cheap to read.
+    if (buf.size() == used) buf.resize(std::max<size_t>(buf.size() * 2, 1 << 16));
     int n = gzread(f, buf.data() + used, unsigned(std::min<size_t>(buf.size() - used, 1u << 30)));
     if (n < 0) {
       std::string why = gz_reason(f, path);

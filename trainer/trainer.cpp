@@ -14,6 +14,7 @@
 #include "trainer/evaluation.hpp"
 #include "trainer/lr_schedule.hpp"
 #include "trainer/model.hpp"
+#include "trainer/stop_signal.hpp"
 
 namespace quorum::trainer {
 
@@ -237,6 +238,14 @@ Status train(const TrainConfig &cfg, Backend *backend, const DataSplit &data,
     double contributors_sum = 0;
     uint64_t staleness_sum = 0;
     while (st.step_in_epoch < steps_per_epoch && st.global_step < total_steps) {
+      // A step boundary: a stop asked for by SIGINT/SIGTERM is honoured here.
+      if (const int sig = stop_signal(); sig != 0) {
+        QUORUM_CHECK(save());
+        model->read_params(&result->params);
+        result->global_step = st.global_step;
+        result->stopped_by_signal = sig;
+        return kOk;
+      }
       // A rank that fell behind applies the steps the others already ran
       // without computing its (late) gradient for them.
       const bool skip = reducer->steps_behind() > 0;

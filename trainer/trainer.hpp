@@ -103,10 +103,15 @@ struct TrainResult {
   int64_t global_step = 0;    // where it ended: the same when there was nothing to train
   EpochReport last;           // the last epoch (or partial epoch) reported
   std::vector<float> params;  // final parameters, host copy
+  // SIGINT/SIGTERM (stop_signal.hpp) stopped it at a step boundary, after the
+  // checkpoint was written: the signal, else 0.
+  int stopped_by_signal = 0;
 };
 
 // Trains `config` on `data` (train and test split) with `backend`, reducing
-// gradients through `reducer`; `observer` may be nullptr.
+// gradients through `reducer`; `observer` may be nullptr. A stop requested by
+// a signal (stop_signal.hpp) ends it at the next step boundary with a
+// checkpoint written (when configured) and result->stopped_by_signal set.
 Status train(const TrainConfig &config, Backend *backend, const DataSplit &data,
              GradientReducer *reducer, TrainObserver *observer, TrainResult *result);
 

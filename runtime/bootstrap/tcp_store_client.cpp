@@ -112,6 +112,22 @@ int try_connect(const std::string &host, int port, Deadline deadline, std::strin
   return result;
 }
 
+// Sends the token and reads the reply header; "" or why the connection failed
+// (then connecting again may work: the server may have dropped it unread).
+std::string authenticate(int fd, const std::string &token, Deadline deadline, Header *reply) {
+  std::vector<uint8_t> msg = encode_message(kAuth, "", token.data(), token.size(), 0);
+  std::string why = send_all(fd, msg.data(), msg.size(), deadline);
+  uint8_t h[kHeaderBytes];
+  bool timed_out = false;
+  if (why.empty()) why = recv_all(fd, h, sizeof(h), deadline, &timed_out);
+  if (!why.empty()) return "authentication: " + why;
+  *reply = decode_header(h);
+  if (reply->magic != kMagic || reply->version != kVersion || reply->value_len != 0) {
+    return "authentication: malformed reply";
+  }
+  return "";
+}
+
 }  // namespace
 
 Status TcpStoreClient::connect(const std::string &address, const std::string &token,
@@ -125,41 +141,48 @@ Status TcpStoreClient::connect(const std::string &address, const std::string &to
     return fail(QUORUM_ERR_INVALID_ARG, "store", "store token of {} bytes (limit {})", token.size(),
                 kMaxTokenBytes);
   }
+  // Connects and authenticates, again and again with growing pauses until
+  // the deadline: the store may not be up yet, or (flooded by other local
+  // connections) may drop this one before reading the token.
   int backoff_ms = 10;
   std::string why;
   int attempts = 0;
-  int fd = -1;
   for (;;) {
     bool retry = false;
     ++attempts;
-    fd = try_connect(host, port, deadline, &why, &retry);
-    if (fd >= 0) break;
-    if (!retry) {
+    int fd = try_connect(host, port, deadline, &why, &retry);
+    if (fd < 0 && !retry) {
       return fail(QUORUM_ERR_BOOTSTRAP, "store", "cannot connect to the store at {}: {}", address,
                   why);
+    }
+    if (fd >= 0) {
+      int one = 1;
+      setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+      Header reply;
+      why = authenticate(fd, token, deadline, &reply);
+      if (why.empty() && reply.op == kReplyOk) {
+        out->reset(new TcpStoreClient(fd, address));
+        return kOk;
+      }
+      close(fd);
+      if (why.empty()) {
+        if (reply.op == kReplyAuthFailed) {
+          return fail(QUORUM_ERR_BOOTSTRAP, "store",
+                      "the store at {} rejected this process's job token (QUORUM_TOKEN)", address);
+        }
+        return fail(QUORUM_ERR_BOOTSTRAP, "store", "the store at {} answered {} to authentication",
+                    address, reply.op);
+      }
     }
     if (deadline.expired()) {
       return fail(QUORUM_ERR_TIMEOUT, "store",
                   "cannot connect to the store at {} after {} attempts: {}", address, attempts,
                   why);
     }
-    // The store may not be up yet: wait a little longer each time.
     std::this_thread::sleep_for(
         std::chrono::milliseconds(std::min(backoff_ms, deadline.remaining_ms(200))));
     backoff_ms = std::min(backoff_ms * 2, 200);
   }
-  int one = 1;
-  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-  std::unique_ptr<TcpStoreClient> client(new TcpStoreClient(fd, address));
-  Header reply;
-  Status s = client->call(kAuth, "", token.data(), token.size(), 0, deadline, &reply, nullptr);
-  if (s != kOk) return s;
-  if (reply.op != kReplyOk) {
-    return fail(QUORUM_ERR_BOOTSTRAP, "store", "the store at {} answered {} to authentication",
-                address, reply.op);
-  }
-  *out = std::move(client);
-  return kOk;
 }
 
 TcpStoreClient::~TcpStoreClient() {

@@ -64,6 +64,7 @@ constexpr int kAuthTimeoutMs = 10000;  // an idle unauthenticated connection is 
 // idle connections (any local user can open them) cannot fill the slots or
 // the process's fds and keep the ranks out.
 constexpr size_t kMaxUnauthenticated = 64;
+constexpr int kMaxRejectionsLogged = 10;
 
 }  // namespace
 
@@ -97,6 +98,7 @@ struct TcpStoreServer::Impl {
   uint64_t next_id = 1;
   Clock::time_point accept_resume{};  // out of fds: stop accepting until then
   bool warned_unauthenticated = false;
+  int rejections_logged = 0;
   std::map<uint64_t, std::unique_ptr<Conn>> conns;
   std::unordered_map<std::string, std::vector<uint8_t>> data;
   std::unordered_map<std::string, std::vector<uint64_t>> waiters;
@@ -198,24 +200,30 @@ struct TcpStoreServer::Impl {
 
   // Closes the oldest connections still without the token while there are
   // more than kMaxUnauthenticated (ids grow with time: the map is in age order).
+  // Each one first gets its input read: a rank sends the token right after
+  // connecting, so under a flood of idle connections it is authenticated
+  // here rather than dropped, and only connections with nothing to say go.
   void drop_oldest_unauthenticated() {
-    size_t unauthenticated = 0;
-    for (const auto &entry : conns) unauthenticated += entry.second->authed ? 0 : 1;
-    for (auto it = conns.begin(); unauthenticated > kMaxUnauthenticated && it != conns.end();) {
-      auto next = std::next(it);
-      if (!it->second->authed) {
-        if (!warned_unauthenticated) {  // once: whoever opens them should not flood the log
-          QLOG_WARN("store",
-                    "store server: more than {} connections without the token; dropping the "
-                    "oldest (first from {})",
-                    kMaxUnauthenticated, it->second->peer);
-          warned_unauthenticated = true;
-        }
-        close_conn(it->first);
-        owner->rejected_.fetch_add(1);
-        --unauthenticated;
+    std::vector<uint64_t> oldest_first;
+    for (const auto &entry : conns) {
+      if (!entry.second->authed) oldest_first.push_back(entry.first);
+    }
+    size_t unauthenticated = oldest_first.size();
+    for (uint64_t id : oldest_first) {
+      if (unauthenticated <= kMaxUnauthenticated) return;
+      --unauthenticated;
+      read_requests(id);  // may authenticate it, or reject garbage
+      auto it = conns.find(id);
+      if (it == conns.end() || it->second->authed) continue;
+      if (!warned_unauthenticated) {  // once: whoever opens them should not flood the log
+        QLOG_WARN("store",
+                  "store server: more than {} connections without the token; dropping the "
+                  "oldest idle ones (first from {})",
+                  kMaxUnauthenticated, it->second->peer);
+        warned_unauthenticated = true;
       }
-      it = next;
+      close_conn(id);
+      owner->rejected_.fetch_add(1);
     }
   }
 
@@ -244,7 +252,14 @@ struct TcpStoreServer::Impl {
   // Logs why, tries to tell the client, and closes the connection.
   void reject(uint64_t id, uint16_t reply, const std::string &why) {
     Conn &c = *conns.at(id);
-    QLOG_WARN("store", "store server: closing connection from {}: {}", c.peer, why);
+    // A flood of bad connections must not flood the log: the first few are
+    // warned about, the rest only at debug level.
+    if (++rejections_logged <= kMaxRejectionsLogged) {
+      QLOG_WARN("store", "store server: closing connection from {}: {}{}", c.peer, why,
+                rejections_logged == kMaxRejectionsLogged ? " (further ones at debug level)" : "");
+    } else {
+      QLOG_DEBUG("store", "store server: closing connection from {}: {}", c.peer, why);
+    }
     uint8_t h[kHeaderBytes];
     Header r;
     r.op = reply;
@@ -430,7 +445,8 @@ struct TcpStoreServer::Impl {
           }
           std::memcpy(&current, it->second.data(), 8);
         }
-        current += static_cast<int64_t>(h.arg);
+        // Two's complement wrap-around (found by fuzzing: a signed overflow here was UB).
+        current = static_cast<int64_t>(static_cast<uint64_t>(current) + h.arg);
         std::vector<uint8_t> value(8);
         std::memcpy(value.data(), &current, 8);
         data[key] = std::move(value);

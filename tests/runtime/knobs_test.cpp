@@ -4,6 +4,10 @@
 
 #include <gtest/gtest.h>
 #include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "runtime/clock.hpp"
 
 #include "runtime/log.hpp"
 
@@ -27,6 +31,49 @@ class Knobs : public ::testing::Test {
     }
   }
 };
+
+// A misspelled QUORUM_* variable is named once per process, with the knob
+// it was probably meant to be. First in the file: the warning is given by the
+// first validate_knobs() of the process (run here in a child, stderr captured).
+TEST(KnobSpelling, MisspelledVariableIsWarnedAboutOnce) {
+  int out[2];
+  ASSERT_EQ(pipe(out), 0);
+  pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    dup2(out[1], 2);
+    setenv("QUORUM_TIMOUT_MS", "5000", 1);
+    setenv("QUORUM_RANK", "0", 1);  // the launcher's: not a knob, not a typo
+    for (int i = 0; i < 3; ++i) (void)validate_knobs();
+    _exit(0);
+  }
+  close(out[1]);
+  std::string err;
+  char buf[4096];
+  ssize_t n;
+  while ((n = read(out[0], buf, sizeof buf)) > 0) err.append(buf, size_t(n));
+  close(out[0]);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  const std::string warning = "QUORUM_TIMOUT_MS is not a quorum setting";
+  const size_t first = err.find(warning);
+  ASSERT_NE(first, std::string::npos) << err;
+  EXPECT_EQ(err.find(warning, first + 1), std::string::npos) << "warned more than once: " << err;
+  EXPECT_NE(err.find("did you mean QUORUM_TIMEOUT_MS?"), std::string::npos) << err;
+  EXPECT_EQ(err.find("QUORUM_RANK"), std::string::npos) << err;
+}
+
+TEST(KnobSpelling, UnknownVariablesAndClosestKnob) {
+  char e1[] = "QUORUM_TIMOUT_MS=5", e2[] = "QUORUM_RANK=0", e3[] = "QUORUM_TEST_ANYTHING=1",
+       e4[] = "PATH=/bin", e5[] = "QUORUM_TIMEOUT_MS=1", e6[] = "QUORUM_PROGRES_THREAD=on",
+       e7[] = "QUORUM_STORE=127.0.0.1:5";
+  char *env[] = {e1, e2, e3, e4, e5, e6, e7, nullptr};
+  EXPECT_EQ(unknown_quorum_variables(env),
+            (std::vector<std::string>{"QUORUM_TIMOUT_MS", "QUORUM_PROGRES_THREAD"}));
+  EXPECT_EQ(closest_known_variable("QUORUM_TIMOUT_MS"), "QUORUM_TIMEOUT_MS");
+  EXPECT_EQ(closest_known_variable("QUORUM_PROGRES_THREAD"), "QUORUM_PROGRESS_THREAD");
+  EXPECT_EQ(closest_known_variable("QUORUM_TOKN"), "QUORUM_TOKEN");
+}
 
 TEST_F(Knobs, DefaultsAndRegistry) {
   EXPECT_EQ(test_int.get(), 5);
@@ -95,6 +142,37 @@ TEST_F(Knobs, ParseErrorsFallBackToDefaultAndAreReported) {
     c.knob->reload();
   }
   EXPECT_EQ(validate_knobs(), kOk);
+}
+
+// Durations take no size unit and stay far from overflowing the clock:
+// QUORUM_TIMEOUT_MS=9000g is an error, not a deadline in the past.
+TEST_F(Knobs, DurationsAreBoundedAndTakeNoUnit) {
+  KnobBase *timeout = find_knob("QUORUM_TIMEOUT_MS");
+  ASSERT_NE(timeout, nullptr);
+  for (const char *bad : {"9000g", "10k", "99999999999999999999", "1000000000001", "5s"}) {
+    setenv("QUORUM_TIMEOUT_MS", bad, 1);
+    timeout->reload();
+    EXPECT_NE(timeout->error().find("QUORUM_TIMEOUT_MS='" + std::string(bad) + "'"),
+              std::string::npos)
+        << timeout->error();
+    EXPECT_EQ(knob_timeout_ms.get(), 60000) << bad;
+    EXPECT_EQ(validate_knobs(), QUORUM_ERR_INVALID_ARG) << bad;
+  }
+  setenv("QUORUM_TIMEOUT_MS", "9000g", 1);
+  timeout->reload();
+  EXPECT_NE(timeout->error().find("takes no unit"), std::string::npos) << timeout->error();
+  for (const char *good : {"1000000000000", "0", "-1", "1500"}) {
+    setenv("QUORUM_TIMEOUT_MS", good, 1);
+    timeout->reload();
+    EXPECT_EQ(timeout->error(), "") << good;
+    EXPECT_EQ(knob_timeout_ms.get(), std::stoll(good));
+  }
+  unsetenv("QUORUM_TIMEOUT_MS");
+  timeout->reload();
+  EXPECT_EQ(validate_knobs(), kOk);
+  // Whatever reaches a deadline, it does not wrap around into the past.
+  EXPECT_FALSE(Deadline::after_ms(INT64_MAX).expired());
+  EXPECT_FALSE(Deadline::after_ms(int64_t{1000000000000}).expired());
 }
 
 TEST_F(Knobs, OverrideWinsOverEnvironmentAndClears) {

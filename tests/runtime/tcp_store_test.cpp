@@ -142,6 +142,10 @@ TEST(TcpStore, SetGetAddRemove) {
   ASSERT_EQ(c->add("counter", -7, &n), kOk);
   EXPECT_EQ(n, -2);
   EXPECT_EQ(c->add("k", 1, &n), QUORUM_ERR_INVALID_ARG);  // "v2" is no counter
+  // Counters wrap around instead of overflowing (a fuzzer's find; UB before).
+  ASSERT_EQ(c->add("big", INT64_MAX, &n), kOk);
+  ASSERT_EQ(c->add("big", 2, &n), kOk);
+  EXPECT_EQ(n, INT64_MIN + 1);
 
   bool existed = false;
   ASSERT_EQ(c->remove("k", &existed), kOk);

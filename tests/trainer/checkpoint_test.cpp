@@ -3,7 +3,12 @@
 // bit-identical to one never interrupted. Also: the trainer learns the
 // synthetic set, and the learning-rate schedule.
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <zlib.h>
+
+#include <chrono>
 
 #include <cstring>
 #include <fstream>
@@ -12,6 +17,7 @@
 #include "tests/trainer/train_fixture.hpp"
 #include "trainer/checkpoint.hpp"
 #include "trainer/lr_schedule.hpp"
+#include "trainer/stop_signal.hpp"
 #include "trainer/trainer.hpp"
 
 namespace quorum::trainer {
@@ -94,6 +100,50 @@ TEST(Checkpoint, PathCheckedUpFront) {
       << last_error();
   ASSERT_EQ(check_checkpoint_path(d.file("")), QUORUM_ERR_INVALID_ARG);
   EXPECT_NE(std::string(last_error()).find("is a folder"), std::string::npos) << last_error();
+}
+
+// Only regular files are written: a FIFO (or a device) at the path is refused,
+// not replaced; and reading one fails at once instead of waiting for a writer
+// or reading forever.
+TEST(Checkpoint, OnlyRegularFiles) {
+  TempDir d;
+  const std::string fifo = d.file("fifo");
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  ASSERT_EQ(save_checkpoint(fifo, sample_state()), QUORUM_ERR_INVALID_ARG);
+  EXPECT_NE(std::string(last_error()).find("is a FIFO"), std::string::npos) << last_error();
+  ASSERT_EQ(check_checkpoint_path(fifo), QUORUM_ERR_INVALID_ARG);
+  struct stat st {};
+  ASSERT_EQ(stat(fifo.c_str(), &st), 0);
+  EXPECT_TRUE(S_ISFIFO(st.st_mode)) << "the FIFO was replaced";
+  EXPECT_EQ(d.entries(), 1) << "a temporary file was left behind";
+  // A device is refused up front (nothing is created next to it either).
+  ASSERT_EQ(check_checkpoint_path("/dev/null"), QUORUM_ERR_INVALID_ARG);
+  EXPECT_NE(std::string(last_error()).find("is a device"), std::string::npos) << last_error();
+  const auto start = std::chrono::steady_clock::now();
+  TrainingState s;
+  for (const std::string &endless : {fifo, std::string("/dev/zero")}) {
+    ASSERT_EQ(load_checkpoint(endless, &s), QUORUM_ERR_INVALID_ARG) << endless;
+    EXPECT_NE(std::string(last_error()).find("not a regular file"), std::string::npos)
+        << last_error();
+  }
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 10.0);
+}
+
+// A link planted at the temporary file's name is not written through: the
+// file it points to keeps its content and the checkpoint is still written.
+TEST(Checkpoint, TemporaryFileDoesNotFollowLinks) {
+  TempDir d;
+  const std::string path = d.file("ckpt"), victim = d.file("victim");
+  std::ofstream(victim) << "precious";
+  const std::string tmp = path + ".tmp." + std::to_string(getpid());
+  ASSERT_EQ(symlink(victim.c_str(), tmp.c_str()), 0);
+  ASSERT_EQ(save_checkpoint(path, sample_state()), kOk) << last_error();
+  std::ifstream f(victim);
+  std::string content((std::istreambuf_iterator<char>(f)), {});
+  EXPECT_EQ(content, "precious");
+  TrainingState s;
+  EXPECT_EQ(load_checkpoint(path, &s), kOk) << last_error();
+  EXPECT_EQ(d.entries(), 2) << "the link or a temporary file was left behind";
 }
 
 // A position no run reaches (a step past its epoch's end, a global step off
@@ -191,6 +241,45 @@ TEST_F(Training, ResumeIsBitIdentical) {
   EXPECT_EQ(rest.last.param_crc32, whole.last.param_crc32);
   EXPECT_EQ(rest.last.train_loss, whole.last.train_loss);
   EXPECT_EQ(rest.last.test_accuracy, whole.last.test_accuracy);
+  EXPECT_EQ(d.entries(), 1);
+}
+
+// SIGINT/SIGTERM as stop_signal.hpp records them: the run stops at the next
+// step boundary with its checkpoint written, and resuming it ends bit for bit
+// where the uninterrupted run does.
+class StopAtStep : public TrainObserver {
+ public:
+  explicit StopAtStep(int64_t step) : step_(step) {}
+  void on_step(const StepProgress &p) override {
+    if (p.global_step == step_) request_stop(SIGTERM);
+  }
+
+ private:
+  int64_t step_;
+};
+
+TEST_F(Training, StopSignalSavesAResumableCheckpoint) {
+  TempDir d;
+  const TrainResult whole = run(cfg_);
+  TrainConfig first = cfg_;
+  first.checkpoint_path = d.file("ckpt");
+  StopAtStep stop(19);
+  TrainResult part;
+  ASSERT_EQ(try_run(first, &part, &stop), kOk) << last_error();
+  request_stop(0);
+  EXPECT_EQ(part.stopped_by_signal, SIGTERM);
+  EXPECT_EQ(part.global_step, 19);
+  TrainingState saved;
+  ASSERT_EQ(load_checkpoint(d.file("ckpt"), &saved), kOk) << last_error();
+  EXPECT_EQ(saved.global_step, 19);
+  TrainConfig second = cfg_;
+  second.resume_path = d.file("ckpt");
+  const TrainResult rest = run(second);
+  EXPECT_EQ(rest.stopped_by_signal, 0);
+  ASSERT_EQ(rest.params.size(), whole.params.size());
+  EXPECT_EQ(
+      0, std::memcmp(rest.params.data(), whole.params.data(), whole.params.size() * sizeof(float)))
+      << "parameters resumed after a stop signal differ from the uninterrupted run";
   EXPECT_EQ(d.entries(), 1);
 }
 

@@ -1,0 +1,25 @@
+// stop_signal.hpp: SIGINT and SIGTERM (Ctrl-C, a scheduler's end of job) as a
+// request to stop training at the next step boundary, where the trainer
+// writes its checkpoint, so that the run can be resumed bit-identically.
+// A second such signal ends the process at once (the default action).
+#pragma once
+
+#include <string>
+
+#include "trainer/trainer.hpp"
+
+namespace quorum::trainer {
+
+// Installs the handlers; without them (no checkpoint to save) the signals
+// keep their default action.
+void stop_on_signals();
+// The signal that asked to stop, or 0.
+int stop_signal();
+// Sets or clears the request as the handler would (tests).
+void request_stop(int signal);
+// "SIGTERM" for 15.
+std::string signal_name(int signal);
+// What to tell the user after a run stopped by a signal: where, and how to go on.
+std::string stopped_message(const TrainConfig &config, const TrainResult &result);
+
+}  // namespace quorum::trainer

@@ -75,7 +75,7 @@ struct Address {
 
 Status deliver(PostedRecv &r, const void *data, size_t bytes, int peer_rank) {
   if (bytes > r.bytes) {
-    Status s = fail(QUORUM_ERR_TRANSPORT, "inproc",
+    Status s = fail(QUORUM_ERR_MISMATCH, "inproc",
                     "message of {} B from rank {} (tag {:#x}) truncated: receive buffer is {} B",
                     bytes, peer_rank, r.tag, r.bytes);
     r.req->complete(s);

@@ -2,6 +2,7 @@
 #include "collectives/signature.hpp"
 
 #include <cstring>
+#include <string>
 
 #include "collectives/reduce/reduce_kernels.hpp"
 #include "collectives/tasks.hpp"
@@ -10,44 +11,9 @@ namespace quorum {
 
 namespace {
 
-struct CallRecord {
-  uint64_t count;
-  int32_t rank;
-  uint8_t kind, dtype, op, pad;
-  int32_t root;
-  uint32_t pad2;
-  bool operator<(const CallRecord &o) const {
-    return count != o.count   ? count < o.count
-           : kind != o.kind   ? kind < o.kind
-           : dtype != o.dtype ? dtype < o.dtype
-           : op != o.op       ? op < o.op
-                              : root < o.root;
-  }
-  bool same_call(const CallRecord &o) const {
-    return count == o.count && kind == o.kind && dtype == o.dtype && op == o.op && root == o.root;
-  }
-};
-
 struct MinMax {
   CallRecord lo, hi;
 };
-
-std::string describe_call(const CallRecord &r) {
-  CollKind k = static_cast<CollKind>(r.kind);
-  switch (k) {
-    case CollKind::Allreduce:
-    case CollKind::ReduceScatter:
-      return fmt::format("{}(count={}, {}, {})", coll_kind_name(k), r.count,
-                         dtype_name(static_cast<quorum_dtype_t>(r.dtype)),
-                         op_name(static_cast<quorum_op_t>(r.op)));
-    case CollKind::Bcast:
-      return fmt::format("bcast(bytes={}, root={})", r.count, r.root);
-    case CollKind::Allgather:
-      return fmt::format("allgather(bytes_per_rank={})", r.count);
-    default:
-      return coll_kind_name(k);
-  }
-}
 
 // state[step+1] = merge(state[step], received[step])
 class MergeTask : public Task {
@@ -73,11 +39,7 @@ class VerdictTask : public Task {
   VerdictTask(const MinMax *m, int rank, uint64_t seq) : m_(m), rank_(rank), seq_(seq) {}
   TaskResult progress(Status *status) override {
     if (m_->lo.same_call(m_->hi)) return TaskResult::Done;
-    *status =
-        fail(QUORUM_ERR_MISMATCH, "collective",
-             "collective #{} mismatch seen on rank {}: rank {} called {} but rank {} "
-             "called {}",
-             seq_, rank_, m_->lo.rank, describe_call(m_->lo), m_->hi.rank, describe_call(m_->hi));
+    *status = mismatch_error(CallRange{m_->lo, m_->hi, 0, -1}, rank_, seq_);
     return TaskResult::Failed;
   }
   std::string describe() const override { return "compare call signatures"; }
@@ -90,6 +52,75 @@ class VerdictTask : public Task {
 
 }  // namespace
 
+bool CallRecord::operator<(const CallRecord &o) const {
+  return count != o.count   ? count < o.count
+         : kind != o.kind   ? kind < o.kind
+         : dtype != o.dtype ? dtype < o.dtype
+         : op != o.op       ? op < o.op
+                            : root < o.root;
+}
+
+bool CallRecord::same_call(const CallRecord &o) const {
+  return count == o.count && kind == o.kind && dtype == o.dtype && op == o.op && root == o.root;
+}
+
+CallRecord call_record(const CollArgs &args, int rank) {
+  CallRecord mine{};
+  mine.count = args.count;
+  mine.rank = rank;
+  mine.kind = static_cast<uint8_t>(args.kind);
+  bool reduction = args.kind == CollKind::Allreduce || args.kind == CollKind::ReduceScatter;
+  mine.dtype = reduction ? static_cast<uint8_t>(args.dtype) : 0;
+  mine.op = reduction ? static_cast<uint8_t>(args.op) : 0;
+  mine.root = args.kind == CollKind::Bcast ? args.root : 0;
+  return mine;
+}
+
+std::string describe_call(const CallRecord &r) {
+  CollKind k = static_cast<CollKind>(r.kind);
+  switch (k) {
+    case CollKind::Allreduce:
+    case CollKind::ReduceScatter:
+      return fmt::format("{}(count={}, {}, {})", coll_kind_name(k), r.count,
+                         dtype_name(static_cast<quorum_dtype_t>(r.dtype)),
+                         op_name(static_cast<quorum_op_t>(r.op)));
+    case CollKind::Bcast:
+      return fmt::format("bcast(bytes={}, root={})", r.count, r.root);
+    case CollKind::Allgather:
+      return fmt::format("allgather(bytes_per_rank={})", r.count);
+    default:
+      return coll_kind_name(k);
+  }
+}
+
+void CallRange::merge(const CallRange &o) {
+  if (o.lo < lo) lo = o.lo;
+  if (hi < o.hi) hi = o.hi;
+  if (conflict == 0 && o.conflict != 0) {
+    conflict = o.conflict;
+    conflict_peer = o.conflict_peer;
+  }
+}
+
+void CallRange::mark_conflict(int rank, int peer) {
+  if (conflict != 0) return;
+  conflict = rank + 1;
+  conflict_peer = peer;
+}
+
+Status mismatch_error(const CallRange &range, int rank, uint64_t seq) {
+  if (!range.lo.same_call(range.hi)) {
+    return fail(QUORUM_ERR_MISMATCH, "collective",
+                "collective #{} mismatch seen on rank {}: rank {} called {} but rank {} called {}",
+                seq, rank, range.lo.rank, describe_call(range.lo), range.hi.rank,
+                describe_call(range.hi));
+  }
+  return fail(QUORUM_ERR_MISMATCH, "collective",
+              "collective #{} mismatch seen on rank {}: rank {} received a message of another "
+              "size from rank {} (the ranks called the collective with different counts or types)",
+              seq, rank, range.conflict - 1, range.conflict_peer);
+}
+
 Status add_signature_check(Builder &b, const CollArgs &args, uint64_t seq, TaskId *done) {
   int p = b.size();
   int steps = 0;
@@ -97,14 +128,7 @@ Status add_signature_check(Builder &b, const CollArgs &args, uint64_t seq, TaskI
   auto *state = reinterpret_cast<MinMax *>(b.scratch(sizeof(MinMax) * (2 * steps + 1)));
   if (!state) return fail(QUORUM_ERR_NO_MEMORY, "collective", "signature scratch");
   MinMax *received = state + steps + 1;
-  CallRecord mine{};
-  mine.count = args.count;
-  mine.rank = b.rank();
-  mine.kind = static_cast<uint8_t>(args.kind);
-  bool reduction = args.kind == CollKind::Allreduce || args.kind == CollKind::ReduceScatter;
-  mine.dtype = reduction ? static_cast<uint8_t>(args.dtype) : 0;
-  mine.op = reduction ? static_cast<uint8_t>(args.op) : 0;
-  mine.root = args.kind == CollKind::Bcast ? args.root : 0;
+  const CallRecord mine = call_record(args, b.rank());
   state[0] = MinMax{mine, mine};
   // The signature exchange uses its own tag kind with the collective's sequence.
   Builder sig(b.schedule(), b.transport(), b.rank(), p, CollKind::Signature, seq, b.scratch_pool());

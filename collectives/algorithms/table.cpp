@@ -84,6 +84,13 @@ const AlgorithmInfo *find(CollKind kind, const std::string &name) {
 
 }  // namespace
 
+bool algorithm_checks_signature(CollKind kind, const char *name) {
+  const std::string n = name;
+  // A barrier has no arguments to disagree on.
+  return kind == CollKind::Barrier ||
+         (kind == CollKind::Allreduce && (n == "shm" || n == "recursive_doubling"));
+}
+
 bool allreduce_uses_shm() {
   const std::string forced = knob_allreduce_algo.get();
   return forced == "shm" || (forced == "auto" && knob_allreduce_shm_auto.get());

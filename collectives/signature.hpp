@@ -1,10 +1,23 @@
 // signature.hpp: detects mismatched collective calls across ranks.
 //
 // Every rank describes its call (kind, count, dtype, op, root) in a small
-// record; a dissemination exchange of ceil(log2 P) steps (one 64-byte message
-// per step and rank) spreads the smallest and largest description to every
-// rank. If they differ, every rank fails with QUORUM_ERR_MISMATCH naming two
-// ranks that disagree and what each called, before any data moves.
+// record. A recursive-doubling exchange (patterns/recursive_doubling.hpp:
+// log2 P' steps, plus fold and unfold when P is no power of two) spreads the
+// smallest and largest description to every rank, each message starting with
+// the range its sender has seen (a CallRange, 56 B). A message of an
+// unexpected size (a mismatched call whose range cannot be read) marks a
+// conflict, which travels on the way the range would have. No rank fails
+// before it sent all its messages; then every rank whose range is not one
+// call fails with QUORUM_ERR_MISMATCH naming two ranks that disagree.
+//
+// In front of a collective (add_signature_check) the messages carry only the
+// range, and the collective's own tasks wait for the verdict. The small
+// allreduce (recursive doubling, CollArgs::check_signature) is this exchange
+// with its data after the range: no extra message. Both use the tag kind
+// Signature with the collective's sequence number, so an allreduce and a
+// checked call of another kind meet and disagree instead of waiting. The
+// data of a mismatched allreduce is garbage, never read out of bounds: each
+// rank reduces its own count from its own buffers.
 #pragma once
 
 #include <string>
@@ -14,6 +27,10 @@
 namespace quorum {
 
 Status add_signature_check(Builder &b, const CollArgs &args, uint64_t seq, TaskId *done);
+// The exchange, with_data: an allreduce of args (recursive doubling) whose
+// messages carry the ranges; *last is its verdict.
+Status build_signature_exchange(Builder &b, const CollArgs &args, uint64_t seq, bool with_data,
+                                TaskId *last);
 
 // One rank's description of its call, as compared across ranks.
 struct CallRecord {

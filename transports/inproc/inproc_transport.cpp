@@ -246,6 +246,12 @@ class InprocTransport : public Transport {
   bool peer_failed(int peer) const override {
     return peer >= 0 && peer < size_ && peers_[peer] && peers_[peer]->dead.load();
   }
+  int failed_peer() const override {
+    for (int r = 0; r < size_; ++r) {
+      if (r != rank_ && peer_failed(r)) return r;
+    }
+    return -1;
+  }
 
   void mark_dead() {
     box_->dead.store(true);

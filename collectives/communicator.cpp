@@ -249,7 +249,7 @@ Status Communicator::start(const CollArgs &args_in, RequestPtr *req, bool blocki
   if (shm_ready) b.set_shm(shm_.get());
   StagingPlan staging;
   QUORUM_CHECK(stage_device_buffers(b, &args, transport_.get(), &staging));
-  if (signature_check_ && algorithm_checks_signature(args.kind, algo->name)) {
+  if (signature_check_ && algorithm_checks_signature(args, algo->name)) {
     args.check_signature = true;  // in the algorithm's own messages
   } else if (signature_check_) {
     TaskId checked;

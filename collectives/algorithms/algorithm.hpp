@@ -64,8 +64,10 @@ struct CollArgs {
 
 // Whether the algorithm detects mismatched calls itself when asked
 // (CollArgs::check_signature): the shm allreduce (its flag line) and the
-// recursive-doubling allreduce (a header on its messages).
-bool algorithm_checks_signature(CollKind kind, const char *name);
+// recursive-doubling allreduce of up to kSignatureInlineBytes (a header on its
+// messages, which stay eager-sized; larger ones take the separate check).
+constexpr size_t kSignatureInlineBytes = 4096;
+bool algorithm_checks_signature(const CollArgs &args, const char *name);
 
 class Builder {
  public:

@@ -84,11 +84,13 @@ const AlgorithmInfo *find(CollKind kind, const std::string &name) {
 
 }  // namespace
 
-bool algorithm_checks_signature(CollKind kind, const char *name) {
+bool algorithm_checks_signature(const CollArgs &args, const char *name) {
   const std::string n = name;
   // A barrier has no arguments to disagree on.
-  return kind == CollKind::Barrier ||
-         (kind == CollKind::Allreduce && (n == "shm" || n == "recursive_doubling"));
+  if (args.kind == CollKind::Barrier) return true;
+  if (args.kind != CollKind::Allreduce) return false;
+  return n == "shm" || (n == "recursive_doubling" &&
+                        args.count * dtype_size(args.dtype) <= kSignatureInlineBytes);
 }
 
 bool allreduce_uses_shm() {

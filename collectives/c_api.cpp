@@ -15,18 +15,11 @@ using quorum::RequestPtr;
 using quorum::Status;
 
 struct quorum_request {
-  Communicator *comm;
+  quorum_comm *handle;
   RequestPtr req;
 };
 
 namespace {
-
-#define CHECK_COMM(c)                                                                \
-  do {                                                                               \
-    if ((c) == nullptr || !(c)->comm) {                                              \
-      return fail(QUORUM_ERR_INVALID_ARG, "api", "{}: NULL communicator", __func__); \
-    }                                                                                \
-  } while (0)
 
 // The request handles quorum_iallreduce gave out and nobody released yet. A
 // released one (by quorum_wait, or a quorum_test that set *done) passed again
@@ -68,7 +61,7 @@ Status not_live(const char *what, quorum_request_t req) {
 Status make_comm(std::unique_ptr<quorum::Bootstrap> bootstrap, quorum_comm_t *out) {
   std::unique_ptr<Communicator> comm;
   QUORUM_CHECK(Communicator::create(std::move(bootstrap), &comm));
-  auto *c = new (std::nothrow) quorum_comm;
+  auto *c = new (std::nothrow) quorum_comm;  // never freed: see c_api_handles.hpp
   if (!c) return fail(QUORUM_ERR_NO_MEMORY, "api", "communicator handle");
   c->comm = std::move(comm);
   *out = c;
@@ -77,7 +70,7 @@ Status make_comm(std::unique_ptr<quorum::Bootstrap> bootstrap, quorum_comm_t *ou
 
 }  // namespace
 
-quorum_request_t quorum::make_request_handle(Communicator *comm, RequestPtr req) {
+quorum_request_t quorum::make_request_handle(quorum_comm *comm, RequestPtr req) {
   auto *handle = new quorum_request{comm, std::move(req)};
   live_request_handles().add(handle);
   return handle;
@@ -106,25 +99,34 @@ quorum_status_t quorum_init_oob(const quorum_oob_t *oob, quorum_comm_t *comm) {
 }
 
 quorum_status_t quorum_finalize(quorum_comm_t comm) {
-  CHECK_COMM(comm);
+  ENTER_COMM(comm);
   Status s = comm->comm->finalize();
   // Refused (requests in flight, INVALID_ARG): the handle stays valid, so
   // that the caller can wait for them and finalize again.
   if (!comm->comm->finalized()) return s;
-  delete comm;
+  comm->state.store(quorum::HandleState::Released, std::memory_order_release);
+  comm->comm.reset();
+  quorum::keep_released_handle(comm);
   // INVALID_ARG tells the caller the handle is still valid: a failure of the
   // closing itself (the transport's shutdown) must not read as that.
   return s == QUORUM_ERR_INVALID_ARG ? QUORUM_ERR_TRANSPORT : s;
 }
 
+namespace {
+bool live(quorum_comm_t comm) {
+  return comm && comm->state.load(std::memory_order_acquire) == quorum::HandleState::Live &&
+         comm->comm;
+}
+}  // namespace
+
 int quorum_comm_rank(quorum_comm_t comm) {
-  return comm && comm->comm ? comm->comm->rank() : -1;
+  return live(comm) ? comm->comm->rank() : -1;
 }
 int quorum_comm_size(quorum_comm_t comm) {
-  return comm && comm->comm ? comm->comm->size() : -1;
+  return live(comm) ? comm->comm->size() : -1;
 }
 const char *quorum_comm_transport(quorum_comm_t comm) {
-  return comm && comm->comm ? comm->comm->transport_name() : "none";
+  return live(comm) ? comm->comm->transport_name() : "none";
 }
 
 const char *quorum_strerror(quorum_status_t status) {
@@ -136,26 +138,27 @@ const char *quorum_last_error(void) {
 
 quorum_status_t quorum_allreduce(quorum_comm_t comm, const void *send, void *recv, size_t count,
                                  quorum_dtype_t dtype, quorum_op_t op) {
-  CHECK_COMM(comm);
+  ENTER_COMM(comm);
   return comm->comm->allreduce(send, recv, count, dtype, op);
 }
 
 quorum_status_t quorum_iallreduce(quorum_comm_t comm, const void *send, void *recv, size_t count,
                                   quorum_dtype_t dtype, quorum_op_t op, quorum_request_t *req) {
-  CHECK_COMM(comm);
+  ENTER_COMM(comm);
   if (!req) return fail(QUORUM_ERR_INVALID_ARG, "api", "quorum_iallreduce: NULL request pointer");
   *req = nullptr;
   RequestPtr r;
   QUORUM_CHECK(comm->comm->iallreduce(send, recv, count, dtype, op, &r));
-  *req = quorum::make_request_handle(comm->comm.get(), std::move(r));
+  *req = quorum::make_request_handle(comm, std::move(r));
   return QUORUM_OK;
 }
 
 quorum_status_t quorum_test(quorum_request_t req, int *done) {
   if (!req || !done) return fail(QUORUM_ERR_INVALID_ARG, "api", "quorum_test: NULL argument");
   if (!live_request_handles().contains(req)) return not_live("quorum_test", req);
+  ENTER_COMM(req->handle);
   bool finished = false;
-  Status s = req->comm->test(req->req, &finished);
+  Status s = req->handle->comm->test(req->req, &finished);
   *done = finished ? 1 : 0;
   if (finished && live_request_handles().take(req)) delete req;
   return s;
@@ -163,41 +166,43 @@ quorum_status_t quorum_test(quorum_request_t req, int *done) {
 
 quorum_status_t quorum_wait(quorum_request_t req) {
   if (!req) return fail(QUORUM_ERR_INVALID_ARG, "api", "quorum_wait: NULL request");
+  if (!live_request_handles().contains(req)) return not_live("quorum_wait", req);
+  ENTER_COMM(req->handle);
   if (!live_request_handles().take(req)) return not_live("quorum_wait", req);
-  Status s = req->comm->wait(req->req);
+  Status s = req->handle->comm->wait(req->req);
   delete req;
   return s;
 }
 
 quorum_status_t quorum_bcast(quorum_comm_t comm, void *buf, size_t bytes, int root) {
-  CHECK_COMM(comm);
+  ENTER_COMM(comm);
   return comm->comm->bcast(buf, bytes, root);
 }
 
 quorum_status_t quorum_mem_alloc(quorum_comm_t comm, size_t bytes, void **ptr) {
-  CHECK_COMM(comm);
+  ENTER_COMM(comm);
   return comm->comm->mem_alloc(bytes, ptr);
 }
 
 quorum_status_t quorum_mem_free(quorum_comm_t comm, void *ptr) {
-  CHECK_COMM(comm);
+  ENTER_COMM(comm);
   return comm->comm->mem_free(ptr);
 }
 
 quorum_status_t quorum_barrier(quorum_comm_t comm) {
-  CHECK_COMM(comm);
+  ENTER_COMM(comm);
   return comm->comm->barrier();
 }
 
 quorum_status_t quorum_allgather(quorum_comm_t comm, const void *send, void *recv,
                                  size_t bytes_per_rank) {
-  CHECK_COMM(comm);
+  ENTER_COMM(comm);
   return comm->comm->allgather(send, recv, bytes_per_rank);
 }
 
 quorum_status_t quorum_reduce_scatter(quorum_comm_t comm, const void *send, void *recv,
                                       size_t count_per_rank, quorum_dtype_t dtype, quorum_op_t op) {
-  CHECK_COMM(comm);
+  ENTER_COMM(comm);
   return comm->comm->reduce_scatter(send, recv, count_per_rank, dtype, op);
 }
 

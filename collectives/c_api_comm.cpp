@@ -13,13 +13,6 @@ using quorum::Status;
 
 namespace {
 
-Status check_comm(quorum_comm_t comm, const char *what) {
-  if (comm == nullptr || !comm->comm) {
-    return fail(QUORUM_ERR_INVALID_ARG, "api", "{}: NULL communicator", what);
-  }
-  return QUORUM_OK;
-}
-
 Status wrap(std::unique_ptr<Communicator> made, quorum_comm_t *out) {
   if (!made) return QUORUM_OK;  // QUORUM_UNDEFINED: no communicator
   auto *handle = new (std::nothrow) quorum_comm;
@@ -31,7 +24,7 @@ Status wrap(std::unique_ptr<Communicator> made, quorum_comm_t *out) {
 
 Status nonblocking(Status started, quorum_comm_t comm, RequestPtr r, quorum_request_t *req) {
   if (started != QUORUM_OK) return started;
-  *req = quorum::make_request_handle(comm->comm.get(), std::move(r));
+  *req = quorum::make_request_handle(comm, std::move(r));
   return QUORUM_OK;
 }
 
@@ -40,7 +33,7 @@ Status nonblocking(Status started, quorum_comm_t comm, RequestPtr r, quorum_requ
 extern "C" {
 
 quorum_status_t quorum_comm_split(quorum_comm_t comm, int color, int key, quorum_comm_t *newcomm) {
-  QUORUM_CHECK(check_comm(comm, "quorum_comm_split"));
+  ENTER_COMM(comm);
   if (!newcomm)
     return fail(QUORUM_ERR_INVALID_ARG, "api", "quorum_comm_split: NULL output pointer");
   *newcomm = nullptr;
@@ -50,7 +43,7 @@ quorum_status_t quorum_comm_split(quorum_comm_t comm, int color, int key, quorum
 }
 
 quorum_status_t quorum_comm_dup(quorum_comm_t comm, quorum_comm_t *newcomm) {
-  QUORUM_CHECK(check_comm(comm, "quorum_comm_dup"));
+  ENTER_COMM(comm);
   if (!newcomm) return fail(QUORUM_ERR_INVALID_ARG, "api", "quorum_comm_dup: NULL output pointer");
   *newcomm = nullptr;
   std::unique_ptr<Communicator> made;
@@ -59,14 +52,14 @@ quorum_status_t quorum_comm_dup(quorum_comm_t comm, quorum_comm_t *newcomm) {
 }
 
 quorum_status_t quorum_send(quorum_comm_t comm, const void *buf, size_t bytes, int peer, int tag) {
-  QUORUM_CHECK(check_comm(comm, "quorum_send"));
+  ENTER_COMM(comm);
   RequestPtr r;
   QUORUM_CHECK(quorum::point_to_point_send(*comm->comm, buf, bytes, peer, tag, &r, true));
   return comm->comm->wait(r);
 }
 
 quorum_status_t quorum_recv(quorum_comm_t comm, void *buf, size_t bytes, int peer, int tag) {
-  QUORUM_CHECK(check_comm(comm, "quorum_recv"));
+  ENTER_COMM(comm);
   RequestPtr r;
   QUORUM_CHECK(quorum::point_to_point_recv(*comm->comm, buf, bytes, peer, tag, &r, true));
   return comm->comm->wait(r);
@@ -74,7 +67,7 @@ quorum_status_t quorum_recv(quorum_comm_t comm, void *buf, size_t bytes, int pee
 
 quorum_status_t quorum_isend(quorum_comm_t comm, const void *buf, size_t bytes, int peer, int tag,
                              quorum_request_t *req) {
-  QUORUM_CHECK(check_comm(comm, "quorum_isend"));
+  ENTER_COMM(comm);
   if (!req) return fail(QUORUM_ERR_INVALID_ARG, "api", "quorum_isend: NULL request pointer");
   *req = nullptr;
   RequestPtr r;
@@ -84,7 +77,7 @@ quorum_status_t quorum_isend(quorum_comm_t comm, const void *buf, size_t bytes, 
 
 quorum_status_t quorum_irecv(quorum_comm_t comm, void *buf, size_t bytes, int peer, int tag,
                              quorum_request_t *req) {
-  QUORUM_CHECK(check_comm(comm, "quorum_irecv"));
+  ENTER_COMM(comm);
   if (!req) return fail(QUORUM_ERR_INVALID_ARG, "api", "quorum_irecv: NULL request pointer");
   *req = nullptr;
   RequestPtr r;

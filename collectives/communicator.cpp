@@ -23,10 +23,19 @@ bool any_device_buffer(const void *a, const void *b) {
 }
 }  // namespace
 
-Knob<bool> knob_signature_check("QUORUM_SIGNATURE_CHECK", QUORUM_SIGNATURE_CHECK_DEFAULT != 0,
-                                "Check before each collective that every rank called the same "
-                                "collective with the same count, dtype, op and root (one extra "
-                                "log2(P)-step exchange; on by default in debug builds)");
+Knob<bool> knob_signature_check(
+    "QUORUM_SIGNATURE_CHECK", QUORUM_SIGNATURE_CHECK_DEFAULT != 0,
+    "Check that every rank called the same collective with the same count, dtype, op and root, "
+    "else fail with QUORUM_ERR_MISMATCH on every rank: the shared-memory allreduce and the "
+    "small-message (recursive doubling) allreduce carry the check in their own messages; the "
+    "other collectives on messages run a log2(P)-step exchange of 64 B messages first (on "
+    "unless built with -Dsignature_check=disabled)");
+
+Knob<int64_t> knob_finalize_grace_ms(
+    "QUORUM_FINALIZE_GRACE_MS", 1000,
+    "After a collective failed (a dead or stalled peer, a mismatch, a transport error): how long "
+    "finalize waits for the other ranks at its closing barrier before it closes anyway (bounded "
+    "by QUORUM_TIMEOUT_MS)");
 
 // Whether `blocks` blocks of `count` elements of `esize` bytes stay far from
 // overflowing a size_t (the schedules add and scale offsets of that size).
@@ -87,7 +96,7 @@ Status Communicator::create(std::unique_ptr<Bootstrap> bootstrap,
     if (s != kOk) return s;
     Transport *t = comm->transport_.get();
     ProgressSource src{[t] { return t->progress(); }, [t] { return t->event_fd(); },
-                       [t] { return t->arm(); }};
+                       [t] { return t->arm(); }, [t] { return t->failed_peer(); }};
     comm->engine_ = std::make_unique<ProgressEngine>(std::move(src), comm->rank_);
     // The same inputs on every rank, so every rank takes part in the creation or none.
     if (knob_shm.get() && std::string(t->name()) == "ucx" &&
@@ -149,8 +158,20 @@ Status Communicator::finalize(bool force) {
   }
   live_.clear();
   Status s = kOk;
+  if (shm_ && shm_->broken()) note_failure(shm_->broken_status());
+  if (job_failed()) {
+    // The peers that failed may never come to the barrier: a short grace.
+    bootstrap_->limit_waits_ms(std::max<int64_t>(1, knob_finalize_grace_ms.get()));
+  }
   if (transport_ && engine_) s = transport_->shutdown(*bootstrap_);
   return s;
+}
+
+void Communicator::note_failure(Status status) {
+  if (status == QUORUM_ERR_PEER_FAILED || status == QUORUM_ERR_TIMEOUT ||
+      status == QUORUM_ERR_MISMATCH || status == QUORUM_ERR_TRANSPORT) {
+    job_failed_.store(true, std::memory_order_relaxed);
+  }
 }
 
 void Communicator::abandon_requests() {
@@ -228,7 +249,9 @@ Status Communicator::start(const CollArgs &args_in, RequestPtr *req, bool blocki
   if (shm_ready) b.set_shm(shm_.get());
   StagingPlan staging;
   QUORUM_CHECK(stage_device_buffers(b, &args, transport_.get(), &staging));
-  if (signature_check_) {
+  if (signature_check_ && algorithm_checks_signature(args, algo->name)) {
+    args.check_signature = true;  // in the algorithm's own messages
+  } else if (signature_check_) {
     TaskId checked;
     QUORUM_CHECK(add_signature_check(b, args, seq, &checked));
     b.set_entry({checked});
@@ -326,6 +349,7 @@ Status Communicator::wait(const RequestPtr &req) {
   if (!req) return fail(QUORUM_ERR_INVALID_ARG, "api", "wait on a NULL request");
   Status s = engine_->wait(req);
   live_.remove(req);
+  if (s != kOk) note_failure(s);
   return s;
 }
 
@@ -333,6 +357,7 @@ Status Communicator::test(const RequestPtr &req, bool *done) {
   if (!req || !done) return fail(QUORUM_ERR_INVALID_ARG, "api", "test on a NULL request");
   Status s = engine_->test(req, done);
   if (*done) live_.remove(req);
+  if (s != kOk) note_failure(s);
   return s;
 }
 
@@ -419,12 +444,14 @@ Status Communicator::allreduce(const void *send, void *recv, size_t count, quoru
 bool Communicator::run_shm_inline(const CollArgs &a, Status *status) {
   // Every rank on this host, shm selected: the same decision on every rank
   // (the same inputs).
-  if (!shm_ || size_ <= 1 || finalized_ || signature_check_) return false;
+  // (The shm allreduce compares the ranks' calls in its flag line itself.)
+  if (!shm_ || size_ <= 1 || finalized_) return false;
   const FastPathKnobs &k = fast_path_knobs();
   if (!k.shm) return false;
   next_sequence();
   *status = shm_allreduce_inline(shm_.get(), transport_.get(), a, *engine_, k.timeout_ms, k.spin_ns,
                                  k.nap_us);
+  if (*status != kOk) note_failure(*status);
   return true;
 }
 

@@ -51,6 +51,12 @@ class Communicator {
   // through this communicator once it is destroyed.
   Status finalize(bool force = false);
   bool finalized() const { return finalized_; }
+  // A collective (or a persistent object) of this communicator failed with
+  // `status`; after a failure of the job (a dead or stalled peer, a
+  // mismatch, a transport error) finalize waits for the peers only for
+  // QUORUM_FINALIZE_GRACE_MS.
+  void note_failure(Status status);
+  bool job_failed() const { return job_failed_.load(std::memory_order_relaxed); }
   // Requests handed out and not yet released (see finalize).
   size_t live_requests() { return live_.count(); }
 
@@ -182,6 +188,7 @@ class Communicator {
   ObjectIds object_ids_;
   bool signature_check_ = false;
   bool finalized_ = false;
+  std::atomic<bool> job_failed_{false};
   LiveRequests live_;
   std::map<int, std::function<void()>> finalize_hooks_;
   int next_hook_id_ = 0;

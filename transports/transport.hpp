@@ -67,7 +67,8 @@ class Transport {
   int size() const { return size_; }
 
   // Non-blocking tagged send/recv with a peer (never self). A recv of fewer
-  // bytes than arrive fails with QUORUM_ERR_TRANSPORT (truncation).
+  // bytes than arrive fails with QUORUM_ERR_MISMATCH (truncation: sender and
+  // receiver disagree on the size).
   virtual Status send(int peer, uint64_t tag, const void *buf, size_t bytes,
                       TransportRequest *req) = 0;
   virtual Status recv(int peer, uint64_t tag, void *buf, size_t bytes, TransportRequest *req) = 0;
@@ -85,6 +86,10 @@ class Transport {
 
   // True once the transport learned that `peer` is gone.
   virtual bool peer_failed(int peer) const = 0;
+  // The first peer the transport learned is gone, or -1: one cheap read, so
+  // that every pass of the progress engine can ask (a dead peer fails every
+  // request in flight, not only those with a transfer to it).
+  virtual int failed_peer() const { return -1; }
   // Whether send/recv accept buffers of this memory type directly.
   virtual bool supports_memory(MemoryType type) const { return type == MemoryType::Host; }
 

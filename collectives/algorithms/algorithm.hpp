@@ -61,7 +61,19 @@ struct CollArgs {
   // identity and send's bytes are not read (a partial round joined with an
   // empty accumulator). Other algorithms need the identity in the buffer.
   bool send_identity = false;
+  // Carry the call's signature in the algorithm's own messages and fail with
+  // QUORUM_ERR_MISMATCH on every rank if the ranks' calls differ (only
+  // algorithms that say so in algorithm_checks_signature; the communicator
+  // puts the separate check of signature.hpp in front of the others).
+  bool check_signature = false;
 };
+
+// Whether the algorithm detects mismatched calls itself when asked
+// (CollArgs::check_signature): the shm allreduce (its flag line) and the
+// recursive-doubling allreduce of up to kSignatureInlineBytes (a header on its
+// messages, which stay eager-sized; larger ones take the separate check).
+constexpr size_t kSignatureInlineBytes = 4096;
+bool algorithm_checks_signature(const CollArgs &args, const char *name);
 
 class Builder {
  public:
@@ -78,6 +90,7 @@ class Builder {
   int rank() const { return rank_; }
   int size() const { return size_; }
   uint64_t tag(int step) const { return make_tag(kind_, seq_, static_cast<uint64_t>(step)); }
+  uint64_t seq() const { return seq_; }
 
   // Tasks added without dependencies depend on these (e.g. the signature check).
   void set_entry(std::vector<TaskId> deps) { entry_ = std::move(deps); }

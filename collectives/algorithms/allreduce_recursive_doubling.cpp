@@ -5,15 +5,20 @@
 // log2(P') messages of n bytes each way (+1 each way with a fold partner).
 // Every core rank computes the same reduction tree (the ops are commutative
 // bit for bit), so results are bitwise identical across ranks.
+//
+// With CollArgs::check_signature the messages also carry the ranks' call
+// descriptions (signature.hpp: the same exchange, data after a 56 B header).
 #include "collectives/algorithms/algorithms.hpp"
 #include "collectives/patterns/recursive_doubling.hpp"
 #include "collectives/reduce/reduce_kernels.hpp"
+#include "collectives/signature.hpp"
 
 namespace quorum {
 
 namespace rd = patterns::recursive_doubling;
 
 Status build_allreduce_recursive_doubling(Builder &b, const CollArgs &a, TaskId *last) {
+  if (a.check_signature) return build_signature_exchange(b, a, b.seq(), true, last);
   const int p = b.size(), r = b.rank();
   const size_t bytes = a.count * dtype_size(a.dtype);
   const int steps = rd::steps(p);

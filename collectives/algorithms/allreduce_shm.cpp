@@ -304,6 +304,17 @@ class ShmAllreduceTask : public Task {
       // A later call: a mismatch stays one (no rank died); anything else
       // broke the protocol on some rank, as a dead peer would.
       const Status why = ch_->broken_status();
+      if (why == QUORUM_ERR_PEER_FAILED) {
+        return failed(status, fail(why, "shm", "rank {} failed during a shared-memory allreduce",
+                                   ch_->broken_by()));
+      }
+      if (why == QUORUM_ERR_TIMEOUT) {
+        return failed(status, fail(why, "shm",
+                                   "a shared-memory allreduce timed out waiting for rank {} (it "
+                                   "has not joined), after which no shared-memory allreduce of "
+                                   "this communicator can go on",
+                                   ch_->broken_by()));
+      }
       return failed(status, fail(why == QUORUM_ERR_MISMATCH ? why : QUORUM_ERR_PEER_FAILED, "shm",
                                  "a shared-memory allreduce failed on rank {} ({}), after which no "
                                  "shared-memory allreduce of this communicator can go on",
@@ -330,7 +341,7 @@ class ShmAllreduceTask : public Task {
     }
     for (int q = 0; q < ch_->size(); ++q) {
       if (q != ch_->rank() && t_ && t_->peer_failed(q)) {
-        ch_->set_broken(QUORUM_ERR_PEER_FAILED);
+        ch_->set_broken(QUORUM_ERR_PEER_FAILED, q);
         return failed(status, fail(QUORUM_ERR_PEER_FAILED, "shm",
                                    "rank {} failed during a shared-memory allreduce", q));
       }
@@ -341,12 +352,38 @@ class ShmAllreduceTask : public Task {
 
   void cancel(Status why) override {
     // Aborted mid-protocol: the flags no longer agree, so no shm allreduce can follow.
-    if (first_ < nchunks_) ch_->set_broken(why);
+    if (first_ < nchunks_) ch_->set_broken(why, why == QUORUM_ERR_TIMEOUT ? lagging_rank() : -1);
     waiting_.release();
   }
 
+  // The rank a timeout names (the schedule's stall report).
+  int peer() const override { return lagging_rank(); }
+
   // Whether the last progress() call moved any chunk forward.
   bool moved() const { return moved_; }
+
+  // The first rank this one waits for (its posted, else reduced, flag for
+  // the first unfinished chunk is behind), or -1: whom a timeout names.
+  int lagging_rank() const {
+    if (first_ >= nchunks_) return -1;
+    const uint64_t g = base_ + first_;
+    const int s = static_cast<int>(g % static_cast<uint64_t>(ch_->slots()));
+    for (int q = 0; q < ch_->size(); ++q) {
+      const uint64_t word = ch_->posted(q, s).load(std::memory_order_acquire);
+      if ((word & ShmChannel::kTagMask) < g + 1) return q;
+    }
+    for (int q = 0; q < ch_->size(); ++q) {
+      if (ch_->reduced(q, s).load(std::memory_order_acquire) < g + 1) return q;
+    }
+    return -1;
+  }
+
+  // Gives up after the timeout: the channel is broken naming `lagging`, so
+  // that the other ranks report the same stalled rank.
+  void time_out(int lagging) {
+    if (first_ < nchunks_) ch_->set_broken(QUORUM_ERR_TIMEOUT, lagging);
+    waiting_.release();
+  }
 
   std::string describe() const override {
     return fmt::format("shm {} chunk {} of {} (stage {})", barrier_ ? "barrier" : "allreduce",
@@ -858,11 +895,13 @@ Status shm_allreduce_inline(ShmChannel *ch, Transport *t, const CollArgs &a, Pro
     if (stalled_since == 0) stalled_since = now;
     if (!deadline) deadline = Deadline::after_ms(timeout_ms);
     if (deadline->expired()) {
-      task.cancel(QUORUM_ERR_TIMEOUT);
-      return fail(QUORUM_ERR_TIMEOUT, "progress", "{} on rank {} timed out after {} ms: {}",
+      const int lagging = task.lagging_rank();
+      task.time_out(lagging);
+      return fail(QUORUM_ERR_TIMEOUT, "progress",
+                  "{} on rank {} timed out after {} ms; waiting for rank {}: {}",
                   a.kind == CollKind::Barrier ? std::string("barrier (shm)")
                                               : fmt::format("allreduce (shm, count {})", a.count),
-                  ch->rank(), timeout_ms, task.describe());
+                  ch->rank(), timeout_ms, lagging, task.describe());
     }
     if (now - stalled_since > spin_ns)
       std::this_thread::sleep_for(std::chrono::microseconds(nap_us));

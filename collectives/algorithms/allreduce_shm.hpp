@@ -259,11 +259,13 @@ class ShmChannel {
   static_assert(sizeof(DirectPathDescriptor) <= kInlinePayload);
   // A rank's shm task failed or was aborted: the flags no longer agree, and
   // no shm allreduce of the communicator can go on. The first such failure
-  // is kept: its status and the rank that saw it.
+  // is kept: its status and the rank it names (the dead rank of a peer
+  // failure, else the rank that saw it).
   bool broken() const { return line(0).load(std::memory_order_acquire) != 0; }
-  void set_broken(Status why) {
+  void set_broken(Status why, int culprit = -1) {
     uint64_t none = 0;
-    const uint64_t word = (static_cast<uint64_t>(rank_) + 1) << 32 | static_cast<uint32_t>(why);
+    const uint64_t named = static_cast<uint64_t>(culprit >= 0 ? culprit : rank_);
+    const uint64_t word = (named + 1) << 32 | static_cast<uint32_t>(why);
     line(0).compare_exchange_strong(none, word, std::memory_order_release,
                                     std::memory_order_relaxed);
   }

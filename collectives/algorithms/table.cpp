@@ -84,6 +84,15 @@ const AlgorithmInfo *find(CollKind kind, const std::string &name) {
 
 }  // namespace
 
+bool algorithm_checks_signature(const CollArgs &args, const char *name) {
+  const std::string n = name;
+  // A barrier has no arguments to disagree on.
+  if (args.kind == CollKind::Barrier) return true;
+  if (args.kind != CollKind::Allreduce) return false;
+  return n == "shm" || (n == "recursive_doubling" &&
+                        args.count * dtype_size(args.dtype) <= kSignatureInlineBytes);
+}
+
 bool allreduce_uses_shm() {
   const std::string forced = knob_allreduce_algo.get();
   return forced == "shm" || (forced == "auto" && knob_allreduce_shm_auto.get());

@@ -380,6 +380,7 @@ void PartialAllreduce::fail_object(Status s) {
   if (error_ != kOk) return;
   error_ = s;
   error_detail_ = last_error();
+  comm_.note_failure(s);
   abort_rounds_locked(s);
 }
 

@@ -7,19 +7,61 @@
 #include "collectives/partial/partial_allreduce.hpp"
 
 using quorum::fail;
+using quorum::kOk;
 using quorum::PartialAllreduce;
 using quorum::Status;
 
+// Released handles stay allocated, marked (c_api_handles.hpp); `busy` keeps
+// calls on one object from overlapping (quorum.h: threads).
 struct quorum_partial {
+  std::atomic<quorum::HandleState> state{quorum::HandleState::Live};
+  std::atomic<bool> busy{false};
   std::unique_ptr<PartialAllreduce> obj;
 };
 
-#define CHECK_PARTIAL(p)                                                                   \
-  do {                                                                                     \
-    if ((p) == nullptr || !(p)->obj) {                                                     \
-      return fail(QUORUM_ERR_INVALID_ARG, "api", "{}: NULL partial collective", __func__); \
-    }                                                                                      \
-  } while (0)
+namespace {
+class PartialCall {
+ public:
+  PartialCall(quorum_partial *p, const char *what) : p_(p) {
+    if (p_ == nullptr) {
+      status_ = fail(QUORUM_ERR_INVALID_ARG, "api", "{}: NULL partial collective", what);
+    } else if (p_->state.load(std::memory_order_acquire) != quorum::HandleState::Live || !p_->obj) {
+      status_ =
+          fail(QUORUM_ERR_INVALID_ARG, "api",
+               "{}: the partial collective was destroyed or freed (its handle is released)", what);
+    } else if (p_->busy.exchange(true, std::memory_order_acquire)) {
+      status_ = fail(QUORUM_ERR_INVALID_ARG, "api",
+                     "{}: another thread is inside a call on this partial collective; calls on "
+                     "one object must not overlap (quorum.h: threads)",
+                     what);
+    } else {
+      held_ = true;
+    }
+  }
+  ~PartialCall() {
+    if (held_) p_->busy.store(false, std::memory_order_release);
+  }
+  PartialCall(const PartialCall &) = delete;
+  PartialCall &operator=(const PartialCall &) = delete;
+  bool ok() const { return held_; }
+  Status status() const { return status_; }
+  // Releases the object; the handle stays, marked released.
+  void release() {
+    p_->state.store(quorum::HandleState::Released, std::memory_order_release);
+    p_->obj.reset();
+    quorum::keep_released_handle(p_);
+  }
+
+ private:
+  quorum_partial *p_;
+  bool held_ = false;
+  Status status_ = kOk;
+};
+}  // namespace
+
+#define CHECK_PARTIAL(p)                  \
+  PartialCall partial_call_(p, __func__); \
+  if (!partial_call_.ok()) return partial_call_.status()
 
 namespace {
 // The public view of a waited round (when the wait succeeded and info is wanted).
@@ -41,9 +83,8 @@ quorum_status_t quorum_partial_create(quorum_comm_t comm, size_t count, quorum_d
                                       quorum_partial_t *partial) {
   if (!partial) return fail(QUORUM_ERR_INVALID_ARG, "api", "quorum_partial_create: NULL output");
   *partial = nullptr;
-  if (!comm || !comm->comm) {
-    return fail(QUORUM_ERR_INVALID_ARG, "api", "quorum_partial_create: NULL communicator");
-  }
+  quorum::CommCall comm_call(comm, "quorum_partial_create");
+  if (!comm_call.ok()) return comm_call.status();
   quorum::PartialOptions o;
   if (opts) {
     // Read the mode as an integer: a C caller may pass any value.
@@ -64,7 +105,7 @@ quorum_status_t quorum_partial_create(quorum_comm_t comm, size_t count, quorum_d
   }
   std::unique_ptr<PartialAllreduce> obj;
   QUORUM_CHECK(PartialAllreduce::create(*comm->comm, count, dtype, op, o, &obj));
-  auto *h = new (std::nothrow) quorum_partial;
+  auto *h = new (std::nothrow) quorum_partial;  // never freed: see c_api_handles.hpp
   if (!h) return fail(QUORUM_ERR_NO_MEMORY, "api", "partial collective handle");
   h->obj = std::move(obj);
   *partial = h;
@@ -129,7 +170,7 @@ quorum_status_t quorum_partial_flush(quorum_partial_t partial, void *result) {
 /* Local: the object's destructor releases it (or finalize already did). */
 quorum_status_t quorum_partial_free(quorum_partial_t partial) {
   CHECK_PARTIAL(partial);
-  delete partial;
+  partial_call_.release();
   return QUORUM_OK;
 }
 
@@ -137,7 +178,7 @@ quorum_status_t quorum_partial_free(quorum_partial_t partial) {
 quorum_status_t quorum_partial_destroy(quorum_partial_t partial) {
   CHECK_PARTIAL(partial);
   Status s = partial->obj->destroy();
-  delete partial;
+  partial_call_.release();
   return s;
 }
 

@@ -6,7 +6,24 @@
  * on MPI_Allgather). Every call returns a quorum_status_t; quorum_last_error()
  * gives the detail of the last failure on the calling thread. Every blocking
  * call is bounded by QUORUM_TIMEOUT_MS. Buffers may be host or CUDA device
- * memory. */
+ * memory.
+ *
+ * Threads: any thread may call, but calls on one communicator (and on the
+ * requests it handed out) must not overlap, nor calls on one partial
+ * collective: a call made while another thread is inside one on the same
+ * handle is refused with QUORUM_ERR_INVALID_ARG (saying so) and changes
+ * nothing. Different communicators may be used by different threads at once.
+ *
+ * Released handles: a communicator after quorum_finalize, a partial
+ * collective after quorum_partial_destroy or quorum_partial_free, a request
+ * after the quorum_wait (or quorum_test that reported it done) that released
+ * it: every later call with it is refused with QUORUM_ERR_INVALID_ARG, a
+ * second finalize or destroy too. (The handles' few bytes are kept for this.)
+ *
+ * Failures: a rank that dies turns every pending and later call of the others
+ * into QUORUM_ERR_PEER_FAILED naming it (within QUORUM_TIMEOUT_MS, normally
+ * about a second); after such a failure quorum_finalize waits for the other
+ * ranks only QUORUM_FINALIZE_GRACE_MS. */
 #ifndef QUORUM_QUORUM_H
 #define QUORUM_QUORUM_H
 
@@ -65,11 +82,11 @@ const char *quorum_version(void);
 
 quorum_status_t quorum_init(quorum_comm_t *comm);
 quorum_status_t quorum_init_oob(const quorum_oob_t *oob, quorum_comm_t *comm);
-/* Closes the communicator and frees the handle. While requests from it are
+/* Closes the communicator and releases the handle. While requests from it are
  * live (not yet released by quorum_wait, or by a quorum_test that set *done)
  * it fails with QUORUM_ERR_INVALID_ARG naming how many and changes nothing:
  * the handle stays valid, to wait for them and finalize again. Any other
- * outcome (QUORUM_OK or a failed shutdown) frees the handle. */
+ * outcome (QUORUM_OK or a failed shutdown) releases the handle. */
 quorum_status_t quorum_finalize(quorum_comm_t comm);
 int quorum_comm_rank(quorum_comm_t comm);
 int quorum_comm_size(quorum_comm_t comm);

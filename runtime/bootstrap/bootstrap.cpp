@@ -5,12 +5,20 @@
 #include <cstdint>
 #include <vector>
 
+#include "runtime/knobs.hpp"
+
 namespace quorum {
 
 Status Bootstrap::barrier() {
   uint8_t in = 1;
   std::vector<uint8_t> out(static_cast<size_t>(size()));
   return allgather(&in, out.data(), 1);
+}
+
+int64_t Bootstrap::wait_ms() const {
+  const int64_t timeout = knob_timeout_ms.get();
+  if (wait_limit_ms_ <= 0) return timeout;
+  return timeout > 0 ? std::min(timeout, wait_limit_ms_) : wait_limit_ms_;
 }
 
 namespace {

@@ -10,6 +10,8 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -28,6 +30,25 @@ class Bootstrap {
   // `bytes` on every rank. Bounded by QUORUM_TIMEOUT_MS.
   virtual Status allgather(const void *in, void *out, size_t bytes) = 0;
   virtual Status barrier();
+
+  // Used by the transport's closing barrier (finalize). watch: names a peer
+  // known to have failed (-1: none); the store's waits ask it a few times a
+  // second and end with QUORUM_ERR_PEER_FAILED naming that rank. null: none.
+  void set_peer_watch(std::function<int()> watch) { peer_watch_ = std::move(watch); }
+  // Bounds every later wait to `ms` (0: QUORUM_TIMEOUT_MS again): finalize
+  // after a failure waits a short grace for the peers, not a whole timeout.
+  void limit_waits_ms(int64_t ms) { wait_limit_ms_ = ms; }
+
+ protected:
+  // How long a wait may last: the limit, else QUORUM_TIMEOUT_MS.
+  int64_t wait_ms() const;
+  // The watch's answer (-1 without one).
+  int failed_peer() const { return peer_watch_ ? peer_watch_() : -1; }
+  bool has_peer_watch() const { return static_cast<bool>(peer_watch_); }
+
+ private:
+  std::function<int()> peer_watch_;
+  int64_t wait_limit_ms_ = 0;
 };
 
 // PMIx, then the QUORUM_* store environment, then a single process.

@@ -45,6 +45,40 @@ Status store(std::unique_ptr<Bootstrap> *out) {
   return make_store_bootstrap(params, out);
 }
 
+// The value of a numeric environment variable, or 0.
+long env_count(const char *name) {
+  const char *v = std::getenv(name);
+  if (v == nullptr) return 0;
+  char *end = nullptr;
+  const long n = std::strtol(v, &end, 10);
+  return end != v ? n : 0;
+}
+
+// A launcher started several tasks but gave them no way to find each other
+// (srun --mpi=none, an mpirun without PMIx): each would run alone as rank 0
+// of 1 and compute the wrong thing. QUORUM_BOOTSTRAP=single still forces it.
+Status refuse_launched_singletons() {
+  // srun sets SLURM_STEP_NUM_TASKS for the tasks of its step (a batch
+  // script's SLURM_NTASKS describes the allocation, not how this process was
+  // launched, so it is not read).
+  if (const long tasks = env_count("SLURM_STEP_NUM_TASKS"); tasks > 1) {
+    return fail(QUORUM_ERR_BOOTSTRAP, "bootstrap",
+                "srun started {} tasks but no PMIx server (srun --mpi=none?): each would run "
+                "alone as rank 0 of 1. Launch with `srun --mpi=pmix` (or use quorum-run); "
+                "QUORUM_BOOTSTRAP=single forces independent single-rank runs",
+                tasks);
+  }
+  if (const long world = env_count("OMPI_COMM_WORLD_SIZE"); world > 1) {
+    return fail(QUORUM_ERR_BOOTSTRAP, "bootstrap",
+                "mpirun started {} processes but PMIx is not reachable (PMIX_RANK/PMIX_NAMESPACE "
+                "unset or PMIx_Init failed): each would run alone as rank 0 of 1. Launch with an "
+                "Open MPI built with PMIx, or use quorum-run; QUORUM_BOOTSTRAP=single forces "
+                "independent single-rank runs",
+                world);
+  }
+  return kOk;
+}
+
 Status choose(const std::string &mode, std::unique_ptr<Bootstrap> *out) {
   if (mode == "pmix") return try_pmix(true, out);
   if (mode == "store") return store(out);
@@ -58,6 +92,7 @@ Status choose(const std::string &mode, std::unique_ptr<Bootstrap> *out) {
     if (*out) return kOk;
   }
   if (std::getenv("QUORUM_RANK") != nullptr) return store(out);
+  QUORUM_CHECK(refuse_launched_singletons());
   *out = make_single_bootstrap();
   return kOk;
 }

@@ -55,7 +55,7 @@ class PmixBootstrap : public Bootstrap {
     size_t ninfo = 0;
     bool collect = true;
     PMIX_INFO_LOAD(&info[ninfo++], PMIX_COLLECT_DATA, &collect, PMIX_BOOL);
-    int64_t timeout_ms = knob_timeout_ms.get();
+    int64_t timeout_ms = wait_ms();
     int timeout_s = 0;
     if (timeout_ms > 0) {
       timeout_s = static_cast<int>((timeout_ms + 999) / 1000);

@@ -26,16 +26,33 @@ class StoreBootstrap : public Bootstrap {
 
   Status allgather(const void *in, void *out, size_t bytes) override {
     const uint64_t seq = seq_++;
-    Deadline deadline = Deadline::after_ms(knob_timeout_ms.get());
+    const int64_t limit_ms = wait_ms();
+    Deadline deadline = Deadline::after_ms(limit_ms);
     QUORUM_CHECK(client_->set(key(seq, params_.rank), in, bytes));
     std::vector<uint8_t> value;
     for (int r = 0; r < params_.size; ++r) {
       bool found = false;
-      QUORUM_CHECK(client_->try_get(key(seq, r), &value, deadline, &found));
+      // With a peer watch, wait in slices and ask it in between (only while
+      // a key is missing: a peer that has read every key may exit at once).
+      for (;;) {
+        Deadline slice = deadline;
+        if (has_peer_watch() && (deadline.infinite() || deadline.remaining_ms(INT_MAX) > 250)) {
+          slice = Deadline::after_ms(250);
+        }
+        QUORUM_CHECK(client_->try_get(key(seq, r), &value, slice, &found));
+        if (found || deadline.expired()) break;
+        const int dead = failed_peer();
+        if (dead >= 0) {
+          return fail(
+              QUORUM_ERR_PEER_FAILED, "bootstrap",
+              "store allgather #{}: rank {} of {} waits for rank {}, but rank {} has failed", seq,
+              params_.rank, params_.size, r, dead);
+        }
+      }
       if (!found) {
         return fail(QUORUM_ERR_TIMEOUT, "bootstrap",
                     "store allgather #{}: rank {} of {} waited {} ms for rank {}", seq,
-                    params_.rank, params_.size, knob_timeout_ms.get(), r);
+                    params_.rank, params_.size, limit_ms, r);
       }
       if (value.size() != bytes) {
         return fail(QUORUM_ERR_MISMATCH, "bootstrap",

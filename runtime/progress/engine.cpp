@@ -43,17 +43,24 @@ ProgressEngine::~ProgressEngine() {
 }
 
 void ProgressEngine::start_thread() {
+  // Two threads may ask at once (callers of the C++ API, which does not
+  // enforce the C API's one-caller rule): assigning a thread that already
+  // runs would terminate the process.
+  std::lock_guard<std::mutex> lock(thread_mutex_);
   if (thread_.joinable()) return;
   stop_.store(false);
   thread_ = std::thread([this] { thread_main(); });
+  thread_on_.store(true, std::memory_order_release);
 }
 
 void ProgressEngine::stop_thread() {
+  std::lock_guard<std::mutex> lock(thread_mutex_);
   if (!thread_.joinable()) return;
   stop_.store(true);
   wake();
   done_cv_.notify_all();
   thread_.join();
+  thread_on_.store(false, std::memory_order_release);
 }
 
 void ProgressEngine::wake() {
@@ -100,7 +107,7 @@ void ProgressEngine::submit(const RequestPtr &request, bool caller_waits) {
     progress_locked();
   }
   // A caller about to wait drives progress itself: do not wake the thread.
-  if (!caller_waits && thread_.joinable() && waiters_.load() == 0) wake();
+  if (!caller_waits && thread_running() && waiters_.load() == 0) wake();
 }
 
 bool ProgressEngine::progress_once() {
@@ -111,6 +118,9 @@ bool ProgressEngine::progress_once() {
 bool ProgressEngine::progress_locked() {
   bool made = source_.progress ? source_.progress() : false;
   for (size_t i = 0; i < pollers_.size(); ++i) made |= pollers_[i].second();
+  if (source_.failed_peer && !active_.empty()) {
+    if (const int dead = source_.failed_peer(); dead >= 0) fail_requests_for_dead_peer(dead);
+  }
   for (auto it = active_.begin(); it != active_.end();) {
     Request &req = **it;
     Schedule &sched = req.schedule();
@@ -146,6 +156,17 @@ bool ProgressEngine::progress_locked() {
     }
   }
   return made;
+}
+
+void ProgressEngine::fail_requests_for_dead_peer(int peer) {
+  for (auto &req : active_) {
+    if (req->aborted_ || req->schedule().done()) continue;
+    fail(QUORUM_ERR_PEER_FAILED, "progress", "{} on rank {} failed: rank {} has failed", req->what_,
+         rank_, peer);
+    req->aborted_ = true;
+    req->detail_ = last_error();
+    req->schedule().abort(QUORUM_ERR_PEER_FAILED);
+  }
 }
 
 void ProgressEngine::sleep_for_events(int max_ms) {
@@ -205,7 +226,7 @@ Status ProgressEngine::wait(const RequestPtr &request) {
     sleep_for_events(left_ms > 0 ? left_ms : kSettleNapMs);
     last_progress = now_ns();
   }
-  if (waiters_.fetch_sub(1) == 1 && thread_.joinable()) done_cv_.notify_all();
+  if (waiters_.fetch_sub(1) == 1 && thread_running()) done_cv_.notify_all();
   if (request->status() != kOk) restore_last_error(request->detail_);
   return request->status();
 }

@@ -29,6 +29,8 @@ struct ProgressSource {
   std::function<bool()> progress;  // non-blocking; true if something completed
   std::function<int()> event_fd;   // -1: no fd, the engine naps briefly instead
   std::function<bool()> arm;       // false: events pending, do not sleep
+  // The liveness source: a rank known to be gone, or -1 (Transport::failed_peer).
+  std::function<int()> failed_peer;
 };
 
 // Tasks that wait on flags in shared memory count themselves here while they
@@ -93,7 +95,7 @@ class ProgressEngine {
   void set_thread_init(std::function<void()> init) { thread_init_ = std::move(init); }
   void start_thread();
   void stop_thread();
-  bool thread_running() const { return thread_.joinable(); }
+  bool thread_running() const { return thread_on_.load(std::memory_order_acquire); }
 
   // Adds a request and makes a first pass over it; caller_waits: the caller
   // goes straight into wait() (the progress thread need not be woken).
@@ -136,6 +138,8 @@ class ProgressEngine {
 
  private:
   bool progress_locked();
+  // A peer is gone: fails every request still running, naming it.
+  void fail_requests_for_dead_peer(int peer);
   void sleep_for_events(int max_ms);
   void thread_main();
 
@@ -147,7 +151,9 @@ class ProgressEngine {
   std::vector<std::pair<int, Poller>> pollers_;
   int next_poller_id_ = 0;
   int wake_fd_ = -1;
+  std::mutex thread_mutex_;  // start_thread / stop_thread
   std::thread thread_;
+  std::atomic<bool> thread_on_{false};
   std::function<void()> thread_init_;
   std::atomic<bool> stop_{false};
   std::atomic<int> waiters_{0};

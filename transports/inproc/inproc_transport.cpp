@@ -75,7 +75,7 @@ struct Address {
 
 Status deliver(PostedRecv &r, const void *data, size_t bytes, int peer_rank) {
   if (bytes > r.bytes) {
-    Status s = fail(QUORUM_ERR_TRANSPORT, "inproc",
+    Status s = fail(QUORUM_ERR_MISMATCH, "inproc",
                     "message of {} B from rank {} (tag {:#x}) truncated: receive buffer is {} B",
                     bytes, peer_rank, r.tag, r.bytes);
     r.req->complete(s);
@@ -245,6 +245,12 @@ class InprocTransport : public Transport {
 
   bool peer_failed(int peer) const override {
     return peer >= 0 && peer < size_ && peers_[peer] && peers_[peer]->dead.load();
+  }
+  int failed_peer() const override {
+    for (int r = 0; r < size_; ++r) {
+      if (r != rank_ && peer_failed(r)) return r;
+    }
+    return -1;
   }
 
   void mark_dead() {

@@ -131,7 +131,7 @@ Status UcxTransport::recv(int peer, uint64_t tag, void *buf, size_t bytes, Trans
   if (UCS_PTR_IS_ERR(request)) {
     ucs_status_t st = UCS_PTR_STATUS(request);
     if (st == UCS_ERR_MESSAGE_TRUNCATED) {
-      status = fail(QUORUM_ERR_TRANSPORT, "ucx",
+      status = fail(QUORUM_ERR_MISMATCH, "ucx",
                     "rank {}: message of {} B from peer {} with tag {} is longer than the {} B "
                     "receive buffer (truncated)",
                     rank_, arrived.length, peer, tag, bytes);
@@ -262,7 +262,7 @@ void UcxTransport::on_op_done(Op *op, ucs_status_t st, size_t length) {
     } else if (st == UCS_ERR_CANCELED && op->cancel_requested) {
       status = QUORUM_ERR_TRANSPORT;  // canceled by the caller: no error to report
     } else if (st == UCS_ERR_MESSAGE_TRUNCATED) {
-      status = fail(QUORUM_ERR_TRANSPORT, "ucx",
+      status = fail(QUORUM_ERR_MISMATCH, "ucx",
                     "rank {}: message of {} B from peer {} with tag {} is longer than the {} B "
                     "receive buffer (truncated)",
                     rank_, length, op->peer, op->tag, op->bytes);
@@ -299,11 +299,13 @@ void UcxTransport::mark_peer_failed(Peer &peer, ucs_status_t status, const char 
   if (peer.failed.load()) return;
   peer.cause = status;
   peer.failed.store(true, std::memory_order_release);
+  int none = -1;
+  first_failed_.compare_exchange_strong(none, peer.rank, std::memory_order_release);
   failures_pending_ = true;
   if (shutting_down_) {
     QLOG_DEBUG("ucx", "rank {}: peer {} disconnected during shutdown: {}", rank_, peer.rank, cause);
   } else {
-    fail(QUORUM_ERR_PEER_FAILED, "ucx", "rank {}: lost peer {}: {}", rank_, peer.rank, cause);
+    fail(QUORUM_ERR_PEER_FAILED, "ucx", "rank {}: lost peer rank {}: {}", rank_, peer.rank, cause);
   }
 }
 
@@ -312,8 +314,10 @@ void UcxTransport::check_local_peers() {
   if (now < next_liveness_check_ns_) return;
   next_liveness_check_ns_ = now + static_cast<uint64_t>(knob_ucx_keepalive_ms.get()) * 1000000;
   for (const auto &peer : peers_) {
-    // Idle peers are left to UCX's keepalive; this covers what it misses.
-    if (!peer->watched || peer->ops == nullptr || peer->failed.load()) continue;
+    // Idle peers too: ranks that wait on flags in shared memory (the shm
+    // allreduce, its barrier) have no operation in flight, and UCX's
+    // keepalive misses a dead peer there; this check is what they rely on.
+    if (!peer->watched || peer->failed.load()) continue;
     if (process_liveness(peer->process) == Liveness::Gone) {
       mark_peer_failed(*peer, UCS_ERR_ENDPOINT_TIMEOUT,
                        fmt::format("process {} has exited", peer->process.pid).c_str());

@@ -291,8 +291,17 @@ void UcxTransport::log_selected_transports() {
 
 Status UcxTransport::shutdown(Bootstrap &bootstrap) {
   if (worker_ == nullptr) return kOk;
-  // Once every rank passed the barrier nobody sends to us any more.
+  // Once every rank passed the barrier nobody sends to us any more. A peer
+  // that died (or is found dead while we wait) ends the wait at once.
+  bootstrap.set_peer_watch([this] {
+    progress();
+    for (int q = 0; q < size_; ++q) {
+      if (q != rank_ && peer_failed(q)) return q;
+    }
+    return -1;
+  });
   Status status = bootstrap.barrier();
+  bootstrap.set_peer_watch(nullptr);
   shutting_down_ = true;
   abandon_ops(QUORUM_ERR_TRANSPORT, "transport shut down");
   close_endpoints(Deadline::after_ms(knob_timeout_ms.get()), status != kOk);

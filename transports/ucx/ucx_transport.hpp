@@ -58,6 +58,7 @@ class UcxTransport : public Transport {
   bool arm() override;
 
   bool peer_failed(int peer) const override;
+  int failed_peer() const override { return first_failed_.load(std::memory_order_acquire); }
   bool supports_memory(MemoryType type) const override;
 
   // An operation in flight (ucx_op.hpp), stored in UCX request memory.
@@ -99,8 +100,10 @@ class UcxTransport : public Transport {
                             void *user_data);
   static void error_callback(void *arg, ucp_ep_h ep, ucs_status_t status);
   void mark_peer_failed(Peer &peer, ucs_status_t status, const char *cause);
-  // Checks (at most every keepalive interval) that local peers with pending
-  // operations still run; see process_liveness.hpp for why.
+  // Checks (at most every keepalive interval) that the local peers still run,
+  // whether or not an operation to them is in flight; see process_liveness.hpp
+  // for why. Every wait of the runtime learns of a dead peer this way
+  // (peer_failed), through the progress passes it makes.
   void check_local_peers();
 
   Op *track(void *ucp_request, int peer, bool is_recv, uint64_t tag, size_t bytes,
@@ -136,6 +139,7 @@ class UcxTransport : public Transport {
   int cancelled_sends_ = 0;  // cancelled sends still pending (checked by progress)
   uint64_t completions_ = 0;
   uint64_t next_liveness_check_ns_ = 0;
+  std::atomic<int> first_failed_{-1};  // failed_peer()
   std::vector<std::unique_ptr<Peer>> peers_;
   std::vector<Deferred> deferred_;
   std::vector<void *> closing_;  // requests of endpoints closed by force while running

@@ -17,7 +17,9 @@ bool wait_done(Transport &t, TransportRequest &req, int ms = 5000) {
   Deadline d = Deadline::after_ms(ms);
   while (req.pending() && !d.expired()) {
     if (!t.progress()) {
-      struct pollfd p{t.event_fd(), POLLIN, 0};
+      struct pollfd p {
+        t.event_fd(), POLLIN, 0
+      };
       poll(&p, 1, 10);
     }
   }
@@ -88,7 +90,7 @@ TEST(InprocTransport, TruncationFailsTheReceive) {
   ASSERT_EQ(pr.t[0]->send(1, 1, big.data(), big.size(), &s), QUORUM_OK);
   ASSERT_TRUE(wait_done(*pr.t[1], r));
   EXPECT_EQ(r.state.load(), TransportRequest::Failed);
-  EXPECT_EQ(r.status, QUORUM_ERR_TRANSPORT);
+  EXPECT_EQ(r.status, QUORUM_ERR_MISMATCH);
 }
 
 TEST(InprocTransport, CancelStopsAPostedReceive) {
@@ -117,7 +119,9 @@ TEST(InprocTransport, EventFdWakesOnArrival) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
     pr.t[0]->send(1, 3, &v, 4, &s);
   });
-  struct pollfd p{pr.t[1]->event_fd(), POLLIN, 0};
+  struct pollfd p {
+    pr.t[1]->event_fd(), POLLIN, 0
+  };
   EXPECT_EQ(poll(&p, 1, 5000), 1);
   sender.join();
   EXPECT_TRUE(wait_done(*pr.t[1], r));

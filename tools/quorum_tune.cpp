@@ -149,8 +149,7 @@ int main(int argc, char **argv) {
                  "or linear (lr x B / reference, the standard one, with warmup)")
       ->check(CLI::IsMember({"sqrt", "linear"}))
       ->capture_default_str();
-  app.add_option("--target-accuracy", o.target, "test accuracy to reach, percent")
-      ->required()
+  app.add_option("--target-accuracy", o.target, "test accuracy to reach, percent (required)")
       ->check(checks::finite())
       ->check(CLI::Range(0.1, 100.0));
   app.add_option("--batch-min", o.batch_min, "smallest local batch of the grid")
@@ -225,6 +224,9 @@ int main(int argc, char **argv) {
     std::fprintf(stderr, "quorum-tune: %s\n", e.c_str());
     return 2;
   };
+  // Checked here rather than by CLI11's required(), which would name this
+  // flag before an unknown one.
+  if (app.count("--target-accuracy") == 0) return usage("--target-accuracy is required");
   if (o.batch_max < o.batch_min)
     return usage(fmt::format("--batch-max {} is below --batch-min {}", o.batch_max, o.batch_min));
   for (const auto &[path, flag] : {std::pair{o.json_path, "--json"}, {o.plot_path, "--plot"}})

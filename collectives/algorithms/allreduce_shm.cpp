@@ -351,8 +351,15 @@ class ShmAllreduceTask : public Task {
   }
 
   void cancel(Status why) override {
-    // Aborted mid-protocol: the flags no longer agree, so no shm allreduce can follow.
-    if (first_ < nchunks_) ch_->set_broken(why, why == QUORUM_ERR_TIMEOUT ? lagging_rank() : -1);
+    // Aborted mid-protocol: the flags no longer agree, so no shm allreduce can
+    // follow. The others then name the rank this one waited for, or the dead
+    // rank that ended this one's wait, rather than this rank.
+    if (first_ < nchunks_) {
+      int culprit = -1;
+      if (why == QUORUM_ERR_TIMEOUT) culprit = lagging_rank();
+      if (why == QUORUM_ERR_PEER_FAILED && t_) culprit = t_->failed_peer();
+      ch_->set_broken(why, culprit);
+    }
     waiting_.release();
   }
 

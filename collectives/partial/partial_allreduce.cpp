@@ -577,8 +577,11 @@ Status PartialAllreduce::wait_for_round(uint64_t round, const char *what) {
       describe);
   if (s != kOk) {
     auto lock = lock_engine();
-    if (!error_detail_.empty()) restore_last_error(error_detail_);
-    return error_ != kOk ? error_ : s;
+    // A failure the engine reported (a dead peer ends every request in
+    // flight) fails the object too, so that later calls keep that error.
+    fail_object(s);
+    restore_last_error(error_detail_);
+    return error_;
   }
   return kOk;
 }

@@ -55,26 +55,20 @@ long env_count(const char *name) {
 }
 
 // A launcher started several tasks but gave them no way to find each other
-// (srun --mpi=none, an mpirun without PMIx): each would run alone as rank 0
-// of 1 and compute the wrong thing. QUORUM_BOOTSTRAP=single still forces it.
+// (srun --mpi=none, an mpirun without PMIx, a PMI-1 launcher): each would run
+// alone as rank 0 of 1 and compute the wrong thing. QUORUM_BOOTSTRAP=single
+// still forces it. srun's SLURM_STEP_NUM_TASKS describes this process's step;
+// a batch script's SLURM_NTASKS describes the allocation and is not read.
 Status refuse_launched_singletons() {
-  // srun sets SLURM_STEP_NUM_TASKS for the tasks of its step (a batch
-  // script's SLURM_NTASKS describes the allocation, not how this process was
-  // launched, so it is not read).
-  if (const long tasks = env_count("SLURM_STEP_NUM_TASKS"); tasks > 1) {
+  for (const char *name : {"SLURM_STEP_NUM_TASKS", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE"}) {
+    const long tasks = env_count(name);
+    if (tasks <= 1) continue;
     return fail(QUORUM_ERR_BOOTSTRAP, "bootstrap",
-                "srun started {} tasks but no PMIx server (srun --mpi=none?): each would run "
-                "alone as rank 0 of 1. Launch with `srun --mpi=pmix` (or use quorum-run); "
-                "QUORUM_BOOTSTRAP=single forces independent single-rank runs",
-                tasks);
-  }
-  if (const long world = env_count("OMPI_COMM_WORLD_SIZE"); world > 1) {
-    return fail(QUORUM_ERR_BOOTSTRAP, "bootstrap",
-                "mpirun started {} processes but PMIx is not reachable (PMIX_RANK/PMIX_NAMESPACE "
-                "unset or PMIx_Init failed): each would run alone as rank 0 of 1. Launch with an "
-                "Open MPI built with PMIx, or use quorum-run; QUORUM_BOOTSTRAP=single forces "
-                "independent single-rank runs",
-                world);
+                "{}={}: this process is one of {} tasks, but quorum found no launcher to join "
+                "them (no PMIx, no quorum-run): each would run alone as rank 0 of 1. Launch with "
+                "`srun --mpi=pmix`, an mpirun with PMIx, or quorum-run; QUORUM_BOOTSTRAP=single "
+                "forces independent single-rank runs",
+                name, tasks, tasks);
   }
   return kOk;
 }

@@ -366,6 +366,7 @@ bool UcxTransport::progress() {
   }
   deferred_.clear();
   drive_worker();
+  if (answers_pending_) send_probe_answers();
   check_local_peers();
   expire_cancelled_sends();
   handle_peer_failures();

@@ -154,7 +154,7 @@ Status UcxTransport::create_context() {
   ucp_params_t params{};
   params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_REQUEST_SIZE |
                       UCP_PARAM_FIELD_ESTIMATED_NUM_EPS | UCP_PARAM_FIELD_MT_WORKERS_SHARED;
-  params.features = UCP_FEATURE_TAG | UCP_FEATURE_WAKEUP;
+  params.features = UCP_FEATURE_TAG | UCP_FEATURE_WAKEUP | UCP_FEATURE_AM;
   params.request_size = sizeof(Op);
   params.estimated_num_eps = static_cast<size_t>(size_);
   params.mt_workers_shared = 0;
@@ -190,7 +190,7 @@ Status UcxTransport::create_worker() {
     return fail(QUORUM_ERR_TRANSPORT, "ucx", "rank {}: ucp_worker_get_efd failed: {}", rank_,
                 ucs_status_string(st));
   }
-  return kOk;
+  return register_probe_handler();
 }
 
 Status UcxTransport::connect_peers(Bootstrap &bootstrap) {

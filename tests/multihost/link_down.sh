@@ -6,7 +6,8 @@
 # QUORUM_ERR_PEER_FAILED within QUORUM_TIMEOUT_MS + 2 s, naming the ranks of
 # the other host, that quorum_finalize then returns within a short bound, and
 # that mpirun exits non-zero. Prints what every rank saw. LINK_DOWN_TIMEOUT_MS
-# (default 3000, whatever QUORUM_TIMEOUT_MS the suite sets) bounds each call, MPIRUN_TIMEOUT (default 16 s) the job:
+# (default 3000, whatever QUORUM_TIMEOUT_MS the suite sets) bounds each call,
+# MPIRUN_TIMEOUT (default 16 s) the job:
 # Open MPI cannot reach its daemon behind the dead link, so mpirun itself only
 # ends at that limit. Needs root (skips with 77 otherwise).
 set -euo pipefail

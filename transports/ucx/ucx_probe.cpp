@@ -4,6 +4,8 @@
 // progress thread make. The ranks that stay silent are the ones the timeout
 // names as unreachable: across hosts, the ranks a call waits for are often
 // alive neighbours that wait themselves for a host whose link went down.
+// Only jobs with peers on other hosts probe (and ask UCX for active
+// messages); peers of this host are watched through /proc instead.
 #include <algorithm>
 #include <cstdint>
 #include <vector>
@@ -84,7 +86,7 @@ void UcxTransport::send_probe_answers() {
 }
 
 void UcxTransport::probe_peers() {
-  if (worker_ == nullptr || shutting_down_) return;
+  if (worker_ == nullptr || shutting_down_ || !probe_enabled_) return;
   for (const auto &peer : peers_) {
     if (peer->rank != rank_) send_probe(*peer, kAsk);
   }
@@ -92,6 +94,7 @@ void UcxTransport::probe_peers() {
 
 std::vector<int> UcxTransport::silent_peers(uint64_t since_ns) const {
   std::vector<int> silent;
+  if (!probe_enabled_) return silent;
   for (const auto &peer : peers_) {
     if (peer->rank == rank_) continue;
     if (peer->failed.load() || peer->heard_ns < since_ns) silent.push_back(peer->rank);

@@ -149,6 +149,7 @@ class UcxTransport : public Transport {
   bool in_progress_ = false;
   bool failures_pending_ = false;
   bool answers_pending_ = false;  // some peer's probe waits for an answer
+  bool probe_enabled_ = false;    // some peer is on another host (ucx_probe.cpp)
   int cancelled_sends_ = 0;       // cancelled sends still pending (checked by progress)
   uint64_t completions_ = 0;
   uint64_t next_liveness_check_ns_ = 0;

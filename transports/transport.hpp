@@ -93,7 +93,7 @@ class Transport {
   // Liveness probe, for a call that timed out: asks every peer for an answer,
   // which peers give from their own progress(). silent_peers(since) then
   // names the peers heard nothing from (no answer, no message) since
-  // `since_ns` (now_ns() clock), failed ones included. A transport that
+  // `since_ns` (now_ns() clock; a dead peer cannot answer). A transport that
   // cannot probe names none.
   virtual void probe_peers() {}
   virtual std::vector<int> silent_peers(uint64_t /*since_ns*/) const { return {}; }

@@ -97,7 +97,9 @@ std::vector<int> UcxTransport::silent_peers(uint64_t since_ns) const {
   if (!probe_enabled_) return silent;
   for (const auto &peer : peers_) {
     if (peer->rank == rank_) continue;
-    if (peer->failed.load() || peer->heard_ns < since_ns) silent.push_back(peer->rank);
+    // Not "failed": a peer this rank gave up on (a cancelled transfer it
+    // never settled) may well be alive and have answered.
+    if (peer->heard_ns < since_ns) silent.push_back(peer->rank);
   }
   return silent;
 }

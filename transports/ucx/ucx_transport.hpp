@@ -123,8 +123,9 @@ class UcxTransport : public Transport {
   void on_op_done(Op *op, ucs_status_t status, size_t length);
   // Asks UCX to drop a pending receive (no-op for sends and repeated calls).
   void withdraw(Op *op);
-  // A send UCX cannot withdraw (a rendezvous the peer never matches) would
-  // hold its caller past any timeout: once one was cancelled longer than the
+  // A send UCX cannot withdraw (a rendezvous the peer never matches), or a
+  // receive that matched a rendezvous whose data never comes, would hold its
+  // caller past any timeout: once one was cancelled longer than the
   // grace ago, its peer is declared failed and its endpoint closed by force,
   // which releases every send to it.
   void expire_cancelled_sends();
@@ -150,7 +151,7 @@ class UcxTransport : public Transport {
   bool failures_pending_ = false;
   bool answers_pending_ = false;  // some peer's probe waits for an answer
   bool probe_enabled_ = false;    // some peer is on another host (ucx_probe.cpp)
-  int cancelled_sends_ = 0;       // cancelled sends still pending (checked by progress)
+  int cancelled_sends_ = 0;       // cancelled operations still pending (checked by progress)
   uint64_t completions_ = 0;
   uint64_t next_liveness_check_ns_ = 0;
   std::atomic<int> first_failed_{-1};  // failed_peer()

@@ -95,8 +95,10 @@ Status Communicator::create(std::unique_ptr<Bootstrap> bootstrap,
     Status s = comm->transport_->init(*comm->bootstrap_);
     if (s != kOk) return s;
     Transport *t = comm->transport_.get();
-    ProgressSource src{[t] { return t->progress(); }, [t] { return t->event_fd(); },
-                       [t] { return t->arm(); }, [t] { return t->failed_peer(); }};
+    ProgressSource src{
+        [t] { return t->progress(); }, [t] { return t->event_fd(); },
+        [t] { return t->arm(); },      [t] { return t->failed_peer(); },
+        [t] { t->probe_peers(); },     [t](uint64_t since) { return t->silent_peers(since); }};
     comm->engine_ = std::make_unique<ProgressEngine>(std::move(src), comm->rank_);
     // The same inputs on every rank, so every rank takes part in the creation or none.
     if (knob_shm.get() && std::string(t->name()) == "ucx" &&

@@ -90,6 +90,13 @@ class Transport {
   // that every pass of the progress engine can ask (a dead peer fails every
   // request in flight, not only those with a transfer to it).
   virtual int failed_peer() const { return -1; }
+  // Liveness probe, for a call that timed out: asks every peer for an answer,
+  // which peers give from their own progress(). silent_peers(since) then
+  // names the peers heard nothing from (no answer, no message) since
+  // `since_ns` (now_ns() clock; a dead peer cannot answer). A transport that
+  // cannot probe names none.
+  virtual void probe_peers() {}
+  virtual std::vector<int> silent_peers(uint64_t /*since_ns*/) const { return {}; }
   // Whether send/recv accept buffers of this memory type directly.
   virtual bool supports_memory(MemoryType type) const { return type == MemoryType::Host; }
 

@@ -1,13 +1,19 @@
 // pmix_bootstrap.cpp: allgather by PMIx_Put / PMIx_Commit / PMIx_Fence (with
 // data collection) / PMIx_Get from every rank. Each allgather uses a fresh key
 // "quorum.ag.<seq>" (seq counted per process), so rounds never read each
-// other's values.
+// other's values. The fence is waited for with our own deadline: the PMIx
+// servers do not always honour PMIX_TIMEOUT (a fence across a host whose link
+// went down blocks for good), and finalize after a failure must stay short.
 #include "runtime/bootstrap/pmix_bootstrap.hpp"
 
 #include <pmix.h>
 
 #include <atomic>
+#include <chrono>
+#include <condition_variable>
 #include <cstring>
+#include <memory>
+#include <mutex>
 #include <string>
 
 #include "runtime/knobs.hpp"
@@ -18,6 +24,57 @@ namespace quorum {
 namespace {
 
 std::atomic<uint64_t> g_sequence{0};
+
+// One PMIx_Fence_nb in flight. Shared by the waiter and the callback, so a
+// fence the waiter gave up on can still complete later without harm.
+struct FenceWait {
+  std::mutex mutex;
+  std::condition_variable done_cv;
+  bool done = false;
+  pmix_status_t rc = PMIX_SUCCESS;
+  pmix_info_t info[2];
+  size_t ninfo = 0;
+  ~FenceWait() {
+    for (size_t i = 0; i < ninfo; ++i) PMIX_INFO_DESTRUCT(&info[i]);
+  }
+};
+
+void fence_done(pmix_status_t rc, void *cbdata) {
+  auto *holder = static_cast<std::shared_ptr<FenceWait> *>(cbdata);
+  {
+    std::lock_guard<std::mutex> lock((*holder)->mutex);
+    (*holder)->rc = rc;
+    (*holder)->done = true;
+  }
+  (*holder)->done_cv.notify_all();
+  delete holder;
+}
+
+// PMIx_Fence (collecting data) bounded by timeout_ms (<= 0: none). A fence
+// still running at the deadline is left to PMIx and reported as a timeout.
+pmix_status_t bounded_fence(const pmix_proc_t &all, int64_t timeout_ms) {
+  auto wait = std::make_shared<FenceWait>();
+  bool collect = true;
+  PMIX_INFO_LOAD(&wait->info[wait->ninfo++], PMIX_COLLECT_DATA, &collect, PMIX_BOOL);
+  if (timeout_ms > 0) {
+    int timeout_s = static_cast<int>((timeout_ms + 999) / 1000);
+    PMIX_INFO_LOAD(&wait->info[wait->ninfo++], PMIX_TIMEOUT, &timeout_s, PMIX_INT);
+  }
+  auto *holder = new std::shared_ptr<FenceWait>(wait);
+  pmix_status_t rc = PMIx_Fence_nb(&all, 1, wait->info, wait->ninfo, &fence_done, holder);
+  if (rc != PMIX_SUCCESS) {
+    delete holder;
+    return rc;
+  }
+  std::unique_lock<std::mutex> lock(wait->mutex);
+  if (timeout_ms <= 0) {
+    wait->done_cv.wait(lock, [&] { return wait->done; });
+  } else if (!wait->done_cv.wait_for(lock, std::chrono::milliseconds(timeout_ms),
+                                     [&] { return wait->done; })) {
+    return PMIX_ERR_TIMEOUT;
+  }
+  return wait->rc;
+}
 
 class PmixBootstrap : public Bootstrap {
  public:
@@ -51,18 +108,7 @@ class PmixBootstrap : public Bootstrap {
 
     pmix_proc_t all;
     PMIX_PROC_LOAD(&all, me_.nspace, PMIX_RANK_WILDCARD);
-    pmix_info_t info[2];
-    size_t ninfo = 0;
-    bool collect = true;
-    PMIX_INFO_LOAD(&info[ninfo++], PMIX_COLLECT_DATA, &collect, PMIX_BOOL);
-    int64_t timeout_ms = wait_ms();
-    int timeout_s = 0;
-    if (timeout_ms > 0) {
-      timeout_s = static_cast<int>((timeout_ms + 999) / 1000);
-      PMIX_INFO_LOAD(&info[ninfo++], PMIX_TIMEOUT, &timeout_s, PMIX_INT);
-    }
-    rc = PMIx_Fence(&all, 1, info, ninfo);
-    for (size_t i = 0; i < ninfo; ++i) PMIX_INFO_DESTRUCT(&info[i]);
+    rc = bounded_fence(all, wait_ms());
     if (rc != PMIX_SUCCESS) return pmix_fail("PMIx_Fence", seq, rc);
 
     for (int r = 0; r < size_; ++r) {

@@ -30,6 +30,18 @@ namespace {
 // Longest nap of a waiter whose request is past its deadline (its aborted
 // tasks settling: a transport's grace runs out only in a progress pass).
 constexpr int kSettleNapMs = 10;
+// How long a timed-out call waits for the answers to its liveness probe: a
+// quarter of the timeout, at most a second (peers answer from their progress,
+// within milliseconds when they are reachable).
+int64_t probe_window_ms() {
+  return std::clamp<int64_t>(knob_timeout_ms.get() / 4, 1, 1000);
+}
+
+std::string rank_list(const std::vector<int> &ranks) {
+  std::string out;
+  for (int r : ranks) out += (out.empty() ? "" : ",") + std::to_string(r);
+  return out;
+}
 }  // namespace
 
 ProgressEngine::ProgressEngine(ProgressSource source, int rank)
@@ -127,14 +139,8 @@ bool ProgressEngine::progress_locked() {
     if (!req.aborted_) {
       made |= sched.progress();
       if (!sched.done() && req.deadline_.expired()) {
-        std::vector<int> peers = sched.waiting_peers();
-        std::string who;
-        for (int p : peers) who += (who.empty() ? "" : ",") + std::to_string(p);
-        fail(QUORUM_ERR_TIMEOUT, "progress",
-             "{} on rank {} timed out after {} ms; waiting for rank(s) [{}]: {}", req.what_, rank_,
-             knob_timeout_ms.get(), who, sched.stall_report());
-        req.detail_ = last_error();
-        sched.abort(QUORUM_ERR_TIMEOUT);
+        time_out(req);
+        made = true;
       } else if (sched.done() && sched.status() != kOk) {
         // Name the operation in front of the cause the failing task recorded.
         std::string cause = last_error();
@@ -144,7 +150,8 @@ bool ProgressEngine::progress_locked() {
       }
       if (sched.done() && sched.status() != kOk) req.aborted_ = true;
     }
-    if (sched.done() && (!req.aborted_ || sched.quiescent())) {
+    if (sched.done() && (!req.aborted_ || sched.quiescent()) &&
+        (req.timeout_what_.empty() || report_timeout(req))) {
       req.status_ = sched.status();
       if (req.on_complete) req.on_complete(req.status_);
       req.complete_.store(true, std::memory_order_release);
@@ -156,6 +163,46 @@ bool ProgressEngine::progress_locked() {
     }
   }
   return made;
+}
+
+void ProgressEngine::time_out(Request &req) {
+  Schedule &sched = req.schedule();
+  req.timeout_what_ =
+      fmt::format("{} on rank {} timed out after {} ms; waiting for rank(s) [{}]", req.what_, rank_,
+                  knob_timeout_ms.get(), rank_list(sched.waiting_peers()));
+  req.timeout_stall_ = sched.stall_report();
+  if (source_.probe_peers && source_.silent_peers) {
+    // The ranks this call waits for may be alive and waiting themselves (a
+    // ring behind an unreachable host): ask everyone who still answers.
+    req.probe_ns_ = std::max<uint64_t>(1, now_ns());
+    source_.probe_peers();
+    wake_at(req.probe_ns_ + static_cast<uint64_t>(probe_window_ms()) * 1000000);
+  }
+  req.detail_ = req.timeout_what_ + ": " + req.timeout_stall_;
+  sched.abort(QUORUM_ERR_TIMEOUT);
+  if (req.probe_ns_ == 0) report_timeout(req);
+}
+
+bool ProgressEngine::report_timeout(Request &req) {
+  std::vector<int> silent;
+  if (req.probe_ns_ != 0) {
+    silent = source_.silent_peers(req.probe_ns_);
+    const uint64_t window_ns = static_cast<uint64_t>(probe_window_ms()) * 1000000;
+    if (!silent.empty() && now_ns() - req.probe_ns_ < window_ns) return false;
+    req.probe_ns_ = 0;
+  }
+  std::string unanswered;
+  if (!silent.empty()) {
+    unanswered = fmt::format(
+        "; no answer within {} ms from rank(s) [{}] (unreachable, or not "
+        "making progress)",
+        probe_window_ms(), rank_list(silent));
+  }
+  fail(QUORUM_ERR_TIMEOUT, "progress", "{}{}: {}", req.timeout_what_, unanswered,
+       req.timeout_stall_);
+  req.detail_ = last_error();
+  req.timeout_what_.clear();
+  return true;
 }
 
 void ProgressEngine::fail_requests_for_dead_peer(int peer) {

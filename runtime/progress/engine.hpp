@@ -16,6 +16,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "runtime/clock.hpp"
 #include "runtime/knobs.hpp"
@@ -31,6 +32,10 @@ struct ProgressSource {
   std::function<bool()> arm;       // false: events pending, do not sleep
   // The liveness source: a rank known to be gone, or -1 (Transport::failed_peer).
   std::function<int()> failed_peer;
+  // Liveness probe of a timed-out call (Transport::probe_peers/silent_peers);
+  // null: the timeout is reported at once, naming the ranks waited for only.
+  std::function<void()> probe_peers;
+  std::function<std::vector<int>(uint64_t since_ns)> silent_peers;
 };
 
 // Tasks that wait on flags in shared memory count themselves here while they
@@ -78,6 +83,9 @@ class Request {
   std::string what_;
   std::atomic<bool> complete_{false};
   bool aborted_ = false;
+  uint64_t probe_ns_ = 0;      // when the liveness probe of a timed-out call began
+  std::string timeout_what_;   // that call's timeout, reported once the probe ended
+  std::string timeout_stall_;  // and what it was stuck on
   Status status_ = kOk;
   std::string detail_;  // the failure's detail, restored as last_error in wait()
 };
@@ -140,6 +148,13 @@ class ProgressEngine {
   bool progress_locked();
   // A peer is gone: fails every request still running, naming it.
   void fail_requests_for_dead_peer(int peer);
+  // The request is past its deadline: aborts it (its transfers settle while
+  // the peers are probed) and notes what it waited for.
+  void time_out(Request &req);
+  // Once the aborted request settled: false while probe answers may still
+  // come; then records its QUORUM_ERR_TIMEOUT naming the ranks waited for
+  // and those that did not answer.
+  bool report_timeout(Request &req);
   void sleep_for_events(int max_ms);
   void thread_main();
 

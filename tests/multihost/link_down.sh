@@ -1,26 +1,41 @@
 #!/usr/bin/env bash
-# link_down.sh PROBE [LAYOUT]: takes the second simulated host's link down
-# for good while 2 hosts (LAYOUT, default 2 ranks each) run allreduces under
-# mpirun (link_down_probe), and reports what every rank saw: the status and
-# message of the failing call, how long it blocked, how long quorum_finalize
-# took, and when mpirun ended with which status. QUORUM_TIMEOUT_MS (default
-# 5000) bounds each call, mpirun --timeout MPIRUN_TIMEOUT (default 60 s) the
-# job. Needs root (skips with 77 otherwise).
+# link_down.sh PROBE: 2 simulated hosts x 2 ranks run allreduces under mpirun
+# (link_down_probe) and the second host's link goes down for good. Asserts
+# that every rank (those behind the dead link too: they write their report to
+# a shared folder) ends its call with QUORUM_ERR_TIMEOUT or
+# QUORUM_ERR_PEER_FAILED within QUORUM_TIMEOUT_MS + 2 s, naming the ranks of
+# the other host, that quorum_finalize then returns within a short bound, and
+# that mpirun exits non-zero. Prints what every rank saw. LINK_DOWN_TIMEOUT_MS
+# (default 3000, whatever QUORUM_TIMEOUT_MS the suite sets) bounds each call,
+# MPIRUN_TIMEOUT (default 16 s) the job:
+# Open MPI cannot reach its daemon behind the dead link, so mpirun itself only
+# ends at that limit. Needs root (skips with 77 otherwise).
 set -euo pipefail
 probe=$1
 source "$(dirname "$0")/common.sh"
-layout=${2:-${P}1:2,${P}2:2}
 multihost_up 2
-export QUORUM_TIMEOUT_MS=${QUORUM_TIMEOUT_MS:-5000}
-np=$(awk -F, '{ n = 0; for (i = 1; i <= NF; ++i) { split($i, a, ":"); n += a[2] } print n }' \
-  <<<"$layout")
+export QUORUM_TIMEOUT_MS=${LINK_DOWN_TIMEOUT_MS:-3000}
+grace_ms=${QUORUM_FINALIZE_GRACE_MS:-1000}
+layout=${P}1:2,${P}2:2
+np=4
+reports=$work/reports
+mkdir -p "$reports"
 start=$(date +%s%N)
-MPIRUN_TIMEOUT=${MPIRUN_TIMEOUT:-60} mpirun_on "$layout" "$np" "$probe" >"$work/out" 2>&1 &
+# Each rank lingers 2 s after its report, so that mpirun's abort on the first
+# non-zero exit does not cut the others short.
+MPIRUN_TIMEOUT=${MPIRUN_TIMEOUT:-16} mpirun_on "$layout" "$np" "$probe" "$reports" 2000 \
+  >"$work/out" 2>&1 &
 pid=$!
-for _ in $(seq 100); do
+for _ in $(seq 150); do
   [ "$(grep -c ready "$work/out" || true)" -ge "$np" ] && break
   sleep 0.1
 done
+if [ "$(grep -c ready "$work/out" || true)" -lt "$np" ]; then
+  wait "$pid" || true
+  echo "FAIL: the $np ranks did not start:"
+  cat "$work/out"
+  exit 1
+fi
 sleep 1
 ip link set "${P}v2" down
 down_at=$(date +%s%N)
@@ -28,5 +43,45 @@ echo "== ${P}v2 down at $(((down_at - start) / 1000000)) ms (QUORUM_TIMEOUT_MS=$
 rc=0
 wait "$pid" || rc=$?
 end=$(date +%s%N)
-grep -v ready "$work/out" | grep -v "^\s*$" | head -n 40
+cat "$reports"/rank.* 2>/dev/null || true
 echo "== mpirun exited $rc, $(((end - down_at) / 1000000)) ms after the link went down"
+
+failures=0
+fail() {
+  echo "FAIL: $*"
+  failures=$((failures + 1))
+}
+[ "$rc" -ne 0 ] || fail "mpirun exited 0"
+bound_ms=$((QUORUM_TIMEOUT_MS + 2000))
+for rank in $(seq 0 $((np - 1))); do
+  file=$reports/rank.$rank
+  if [ "$rank" -lt 2 ]; then others='2,3'; else others='0,1'; fi
+  line=$(grep "call .* failed after" "$file" 2>/dev/null || true)
+  if [ -z "$line" ]; then
+    fail "rank $rank reported no failed call"
+    continue
+  fi
+  took=$(sed -E 's/.* failed after ([0-9]+) ms.*/\1/' <<<"$line")
+  [ "$took" -le "$bound_ms" ] || fail "rank $rank: the call failed after $took ms (> $bound_ms)"
+  grep -Eq "QUORUM_ERR_(TIMEOUT|PEER_FAILED)" <<<"$line" ||
+    fail "rank $rank: not a timeout or a failed peer: $line"
+  # The unreachable ranks are named: the probe's silent list, or a failed peer.
+  if ! grep -Fq "no answer within" <<<"$line" || ! grep -Fq "[$others]" <<<"$line"; then
+    grep -Eq "QUORUM_ERR_PEER_FAILED.*rank [${others/,/}]" <<<"$line" ||
+      fail "rank $rank does not name ranks $others: $line"
+  fi
+  fin=$(grep -E "finalize returned .* after [0-9]+ ms" "$file" || true)
+  if [ -z "$fin" ]; then
+    fail "rank $rank: quorum_finalize did not return"
+  else
+    fin_ms=$(sed -E 's/.* after ([0-9]+) ms.*/\1/' <<<"$fin")
+    [ "$fin_ms" -le $((grace_ms + 1500)) ] ||
+      fail "rank $rank: quorum_finalize took $fin_ms ms (> $((grace_ms + 1500)))"
+  fi
+done
+if [ "$failures" -gt 0 ]; then
+  echo "== mpirun's output:"
+  grep -v ready "$work/out" | grep -v "^\s*$" | head -n 40
+  exit 1
+fi
+echo "PASS: every rank named the other host's ranks within $bound_ms ms"

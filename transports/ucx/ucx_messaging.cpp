@@ -173,8 +173,10 @@ void UcxTransport::cancel(TransportRequest *req) {
   op->cancel_requested = true;
   // UCX withdraws a posted receive; a send cannot be withdrawn, so it
   // completes (Done) once UCX no longer needs the buffer, or, after the
-  // grace, once expire_cancelled_sends() closed its endpoint.
-  if (!op->is_recv && op->cancel_ns == 0) {
+  // grace, once expire_cancelled_sends() closed its endpoint. A receive that
+  // already matched (a rendezvous whose data never comes: the sender's host
+  // became unreachable) cannot be withdrawn either, and takes the same way.
+  if (op->cancel_ns == 0) {
     op->cancel_ns = std::max<uint64_t>(1, now_ns());
     ++cancelled_sends_;
   }
@@ -195,13 +197,15 @@ void UcxTransport::expire_cancelled_sends() {
       if (op->cancel_ns != 0 && now - op->cancel_ns > grace_ns) stuck = op;
     }
     if (stuck == nullptr) continue;
-    mark_peer_failed(*peer, UCS_ERR_CANCELED,
-                     fmt::format("a cancelled send of {} B with tag {:#x} was still pending after "
-                                 "{} ms (QUORUM_UCX_CANCEL_GRACE_MS): closing the endpoint",
-                                 stuck->bytes, stuck->tag, grace_ms)
-                         .c_str());
+    mark_peer_failed(
+        *peer, UCS_ERR_CANCELED,
+        fmt::format("a cancelled {} of {} B with tag {:#x} was still pending after "
+                    "{} ms (QUORUM_UCX_CANCEL_GRACE_MS): closing the endpoint",
+                    stuck->is_recv ? "receive" : "send", stuck->bytes, stuck->tag, grace_ms)
+            .c_str());
     // Purges every send to the peer: their callbacks run (now or in a later
-    // progress) with UCS_ERR_CANCELED, and UCX no longer reads their buffers.
+    // progress) with UCS_ERR_CANCELED, and UCX no longer reads their buffers;
+    // a matched receive from it gets no more data once the endpoint is gone.
     // (In error mode peer, UCX 1.13 keeps rendezvous sends that never got an
     // answer until the worker is destroyed, and warns then; with their
     // endpoint gone nothing moves them on.) handle_peer_failures() fails the
@@ -366,6 +370,7 @@ bool UcxTransport::progress() {
   }
   deferred_.clear();
   drive_worker();
+  if (answers_pending_) send_probe_answers();
   check_local_peers();
   expire_cancelled_sends();
   handle_peer_failures();

@@ -20,7 +20,7 @@ struct UcxTransport::Op {
   bool is_recv;
   bool cancel_requested;  // by the caller (cancel())
   bool cancel_sent;       // ucp_request_cancel was called (only once per recv)
-  uint64_t cancel_ns;     // when a send was cancelled (now_ns(); 0: not cancelled)
+  uint64_t cancel_ns;     // when it was cancelled (now_ns(); 0: not cancelled)
   uint64_t tag;
   size_t bytes;  // buffer size (recv) or message size (send)
 };

@@ -96,9 +96,11 @@ Status UcxTransport::init(Bootstrap &bootstrap) {
     return fail(QUORUM_ERR_INVALID_ARG, "ucx", "rank {} of {}: need 0 <= rank < size <= {}", rank_,
                 size_, kMaxRanks);
   }
-  Status status = create_context();
+  // Identities first: whether a peer lives on another host decides the
+  // context's features (the liveness probe is for those).
+  Status status = exchange_process_identities(bootstrap);
+  if (status == kOk) status = create_context();
   if (status == kOk) status = create_worker();
-  if (status == kOk) status = exchange_process_identities(bootstrap);
   if (status == kOk) status = connect_peers(bootstrap);
   if (status == kOk) {
     log_selected_transports();
@@ -155,6 +157,11 @@ Status UcxTransport::create_context() {
   params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_REQUEST_SIZE |
                       UCP_PARAM_FIELD_ESTIMATED_NUM_EPS | UCP_PARAM_FIELD_MT_WORKERS_SHARED;
   params.features = UCP_FEATURE_TAG | UCP_FEATURE_WAKEUP;
+  // Active messages carry the liveness probe, which only peers of other hosts
+  // need (those of this host are watched through /proc): one-host jobs keep
+  // UCX's leaner tag-only setup.
+  probe_enabled_ = !all_peers_watched_;
+  if (probe_enabled_) params.features |= UCP_FEATURE_AM;
   params.request_size = sizeof(Op);
   params.estimated_num_eps = static_cast<size_t>(size_);
   params.mt_workers_shared = 0;
@@ -190,7 +197,7 @@ Status UcxTransport::create_worker() {
     return fail(QUORUM_ERR_TRANSPORT, "ucx", "rank {}: ucp_worker_get_efd failed: {}", rank_,
                 ucs_status_string(st));
   }
-  return kOk;
+  return probe_enabled_ ? register_probe_handler() : kOk;
 }
 
 Status UcxTransport::connect_peers(Bootstrap &bootstrap) {

@@ -59,6 +59,8 @@ class UcxTransport : public Transport {
 
   bool peer_failed(int peer) const override;
   int failed_peer() const override { return first_failed_.load(std::memory_order_acquire); }
+  void probe_peers() override;
+  std::vector<int> silent_peers(uint64_t since_ns) const override;
   bool supports_memory(MemoryType type) const override;
 
   // An operation in flight (ucx_op.hpp), stored in UCX request memory.
@@ -75,6 +77,9 @@ class UcxTransport : public Transport {
     Op *ops = nullptr;     // head of the intrusive list of pending operations
     bool watched = false;  // a process of this host whose liveness we check
     ProcessIdentity process{};
+    uint64_t heard_ns = 0;          // when its last probe message came (ucx_probe.cpp)
+    bool answer_due = false;        // it asked: answer from the next progress()
+    uint32_t probe_out[2][2] = {};  // what we send it (kept until UCX is done)
   };
   // A completion that happened outside progress() (cancel, forced close); it
   // is delivered by the next progress() so that callers see it there.
@@ -105,14 +110,22 @@ class UcxTransport : public Transport {
   // for why. Every wait of the runtime learns of a dead peer this way
   // (peer_failed), through the progress passes it makes.
   void check_local_peers();
+  // The liveness probe (ucx_probe.cpp): an active message handler that notes
+  // who spoke and queues answers, which progress() sends.
+  Status register_probe_handler();
+  static ucs_status_t probe_callback(void *arg, const void *header, size_t header_length,
+                                     void *data, size_t length, const ucp_am_recv_param_t *param);
+  void send_probe(Peer &peer, uint32_t kind);
+  void send_probe_answers();
 
   Op *track(void *ucp_request, int peer, bool is_recv, uint64_t tag, size_t bytes,
             TransportRequest *req);
   void on_op_done(Op *op, ucs_status_t status, size_t length);
   // Asks UCX to drop a pending receive (no-op for sends and repeated calls).
   void withdraw(Op *op);
-  // A send UCX cannot withdraw (a rendezvous the peer never matches) would
-  // hold its caller past any timeout: once one was cancelled longer than the
+  // A send UCX cannot withdraw (a rendezvous the peer never matches), or a
+  // receive that matched a rendezvous whose data never comes, would hold its
+  // caller past any timeout: once one was cancelled longer than the
   // grace ago, its peer is declared failed and its endpoint closed by force,
   // which releases every send to it.
   void expire_cancelled_sends();
@@ -136,7 +149,9 @@ class UcxTransport : public Transport {
   bool shutting_down_ = false;
   bool in_progress_ = false;
   bool failures_pending_ = false;
-  int cancelled_sends_ = 0;  // cancelled sends still pending (checked by progress)
+  bool answers_pending_ = false;  // some peer's probe waits for an answer
+  bool probe_enabled_ = false;    // some peer is on another host (ucx_probe.cpp)
+  int cancelled_sends_ = 0;       // cancelled operations still pending (checked by progress)
   uint64_t completions_ = 0;
   uint64_t next_liveness_check_ns_ = 0;
   std::atomic<int> first_failed_{-1};  // failed_peer()

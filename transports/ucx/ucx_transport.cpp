@@ -144,12 +144,13 @@ void UcxTransport::tune_for_failure_detection(ucp_config_t *config) {
 }
 
 // UCX 1.13 sends a tagged message that does not fit one shared-memory
-// segment (8256 B with its headers) but is below the automatic rendezvous
-// threshold as several eager fragments, and over posix/sysv such a message
-// can stay undelivered for good: with the default threshold, messages of
-// 8249..8255 B (a ring reduce-scatter of 2063 float32 per rank, for one)
-// hung deterministically. A threshold of 8 KiB sends everything larger by
-// rendezvous, which never fragments eagerly. A user's UCX_RNDV_THRESH wins.
+// segment (8256 B: up to 8248 B of data after the tag header) but is below
+// its automatic rendezvous threshold (about 8256 B there) as several eager
+// fragments, and over posix/sysv such a message can stay undelivered for
+// good: messages of 8249..8255 B hung deterministically (a ring
+// reduce-scatter of 2063 float32 per rank; an allreduce of 8196 B with the
+// 56 B signature header). Rendezvous from 8249 B on never fragments eagerly
+// and leaves every smaller message as it was. A user's UCX_RNDV_THRESH wins.
 void UcxTransport::avoid_multi_fragment_eager(ucp_config_t *config) {
   if (std::getenv("UCX_RNDV_THRESH") != nullptr) return;
   ucs_status_t st = ucp_config_modify(config, "RNDV_THRESH", kRndvThreshold);

@@ -85,8 +85,8 @@ class UcxTransport : public Transport {
   };
 
   void tune_for_failure_detection(ucp_config_t *config);
-  // Rendezvous above kRndvThreshold bytes, unless UCX_RNDV_THRESH is set (see the .cpp).
-  static constexpr const char *kRndvThreshold = "8192";
+  // Rendezvous from kRndvThreshold bytes on, unless UCX_RNDV_THRESH is set (see the .cpp).
+  static constexpr const char *kRndvThreshold = "8249";
   void avoid_multi_fragment_eager(ucp_config_t *config);
   Status create_context();
   Status create_worker();

@@ -70,9 +70,7 @@ struct CollArgs {
 
 // Whether the algorithm detects mismatched calls itself when asked
 // (CollArgs::check_signature): the shm allreduce (its flag line) and the
-// recursive-doubling allreduce of up to kSignatureInlineBytes (a header on its
-// messages, which stay eager-sized; larger ones take the separate check).
-constexpr size_t kSignatureInlineBytes = 4096;
+// recursive-doubling allreduce (a header on its messages, at every size).
 bool algorithm_checks_signature(const CollArgs &args, const char *name);
 
 class Builder {

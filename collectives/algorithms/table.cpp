@@ -89,8 +89,7 @@ bool algorithm_checks_signature(const CollArgs &args, const char *name) {
   // A barrier has no arguments to disagree on.
   if (args.kind == CollKind::Barrier) return true;
   if (args.kind != CollKind::Allreduce) return false;
-  return n == "shm" || (n == "recursive_doubling" &&
-                        args.count * dtype_size(args.dtype) <= kSignatureInlineBytes);
+  return n == "shm" || n == "recursive_doubling";
 }
 
 bool allreduce_uses_shm() {

@@ -18,7 +18,7 @@ namespace rd = patterns::recursive_doubling;
 namespace {
 
 constexpr size_t kHeader = sizeof(CallRange);  // 56 B
-constexpr size_t kSlack = 4096;
+constexpr size_t kSlack = kSignatureInlineBytes;
 
 // Writes the range seen so far, then the data, into a message.
 class PackTask : public Task {

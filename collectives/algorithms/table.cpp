@@ -89,7 +89,8 @@ bool algorithm_checks_signature(const CollArgs &args, const char *name) {
   // A barrier has no arguments to disagree on.
   if (args.kind == CollKind::Barrier) return true;
   if (args.kind != CollKind::Allreduce) return false;
-  return n == "shm" || n == "recursive_doubling";
+  return n == "shm" || (n == "recursive_doubling" &&
+                        args.count * dtype_size(args.dtype) <= kSignatureInlineBytes);
 }
 
 bool allreduce_uses_shm() {

@@ -71,7 +71,11 @@ struct CollArgs {
 // Whether the algorithm detects mismatched calls itself when asked
 // (CollArgs::check_signature): the shm allreduce (its flag line) and the
 // recursive-doubling allreduce of up to kSignatureInlineBytes (a header on its
-// messages, which stay eager-sized; larger ones take the separate check).
+// messages; larger ones take the separate check). The limit keeps every
+// message of a mismatched call within the receive room (signature.cpp's
+// slack): a longer message is truncated, and a truncated rendezvous message
+// ends the smaller rank's call with a peer failure instead of the mismatch.
+// (The stall once seen above 4 KiB was UCX's eager fragments, ucx_transport.cpp.)
 constexpr size_t kSignatureInlineBytes = 4096;
 bool algorithm_checks_signature(const CollArgs &args, const char *name);
 

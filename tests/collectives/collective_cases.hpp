@@ -550,6 +550,39 @@ inline void ReduceScatterEveryDtype(Communicator &c) {
   }
 }
 
+// Every message size around one shared-memory segment of UCX (8256 B with
+// its headers): UCX 1.13 sent those just above it as several eager fragments,
+// which over posix/sysv could stay undelivered (a ring reduce-scatter of 2063
+// float32 per rank, 8252 B messages, hung every time).
+inline void MessagesAroundTheSegmentSize(Communicator &c) {
+  const int p = c.size();
+  const int r = c.rank();
+  for (size_t bytes = 8240; bytes <= 8264; ++bytes) {
+    std::vector<uint8_t> mine(bytes), all(bytes * p);
+    for (size_t i = 0; i < bytes; ++i) mine[i] = static_cast<uint8_t>(r * 31 + i + bytes);
+    ASSERT_EQ(c.allgather(mine.data(), all.data(), bytes), QUORUM_OK)
+        << "allgather of " << bytes << " B per rank: " << last_error();
+    for (int q = 0; q < p; ++q) {
+      for (size_t i = 0; i < bytes; ++i) {
+        ASSERT_EQ(all[q * bytes + i], static_cast<uint8_t>(q * 31 + i + bytes))
+            << "allgather of " << bytes << " B, block of rank " << q << ", byte " << i;
+      }
+    }
+  }
+  const size_t n = 2063;  // float32 per rank: 8252 B on the wire per step
+  std::vector<uint8_t> send(n * p * 4), recv(n * 4);
+  for (size_t i = 0; i < n * p; ++i)
+    store(send.data(), i, QUORUM_FLOAT32, contribution(r, i, QUORUM_SUM));
+  ASSERT_EQ(c.reduce_scatter(send.data(), recv.data(), n, QUORUM_FLOAT32, QUORUM_SUM), QUORUM_OK)
+      << last_error();
+  for (size_t i = 0; i < n; ++i) {
+    const double want = reference(p, r * n + i, QUORUM_SUM, QUORUM_FLOAT32);
+    ASSERT_LE(std::fabs(load(recv.data(), i, QUORUM_FLOAT32) - want),
+              tolerance(QUORUM_FLOAT32, QUORUM_SUM, want))
+        << "reduce_scatter of 2063 float32, element " << i;
+  }
+}
+
 inline void BarrierAndMixedSequence(Communicator &c) {
   const int p = c.size();
   for (int k = 0; k < 20; ++k) {

@@ -55,6 +55,9 @@ TEST_F(ProcessCollectives, Bcast) {
 TEST_F(ProcessCollectives, Allgather) {
   test::AllgatherInAndOutOfPlace(*test::process_comm());
 }
+TEST_F(ProcessCollectives, MessagesAroundTheSegmentSize) {
+  test::MessagesAroundTheSegmentSize(*test::process_comm());
+}
 TEST_F(ProcessCollectives, ReduceScatter) {
   test::ReduceScatterEveryDtype(*test::process_comm());
 }

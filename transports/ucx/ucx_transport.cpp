@@ -145,6 +145,23 @@ void UcxTransport::tune_for_failure_detection(ucp_config_t *config) {
   }
 }
 
+// UCX 1.13 sends a tagged message that does not fit one shared-memory
+// segment (8256 B: up to 8248 B of data after the tag header) but is below
+// its automatic rendezvous threshold (about 8256 B there) as several eager
+// fragments, and over posix/sysv such a message can stay undelivered for
+// good: messages of 8249..8255 B hung deterministically (a ring
+// reduce-scatter of 2063 float32 per rank; an allreduce of 8196 B with the
+// 56 B signature header). Rendezvous from 8249 B on never fragments eagerly
+// and leaves every smaller message as it was. A user's UCX_RNDV_THRESH wins.
+void UcxTransport::avoid_multi_fragment_eager(ucp_config_t *config) {
+  if (std::getenv("UCX_RNDV_THRESH") != nullptr) return;
+  ucs_status_t st = ucp_config_modify(config, "RNDV_THRESH", kRndvThreshold);
+  if (st != UCS_OK) {
+    QLOG_WARN("ucx", "rank {}: UCX setting RNDV_THRESH={} not applied: {}", rank_, kRndvThreshold,
+              ucs_status_string(st));
+  }
+}
+
 Status UcxTransport::create_context() {
   ucp_config_t *config = nullptr;
   ucs_status_t st = ucp_config_read(nullptr, nullptr, &config);
@@ -153,6 +170,7 @@ Status UcxTransport::create_context() {
                 rank_, ucs_status_string(st));
   }
   if (knob_ucx_error_mode.get() != "none") tune_for_failure_detection(config);
+  avoid_multi_fragment_eager(config);
   ucp_params_t params{};
   params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_REQUEST_SIZE |
                       UCP_PARAM_FIELD_ESTIMATED_NUM_EPS | UCP_PARAM_FIELD_MT_WORKERS_SHARED;

@@ -90,6 +90,9 @@ class UcxTransport : public Transport {
   };
 
   void tune_for_failure_detection(ucp_config_t *config);
+  // Rendezvous from kRndvThreshold bytes on, unless UCX_RNDV_THRESH is set (see the .cpp).
+  static constexpr const char *kRndvThreshold = "8249";
+  void avoid_multi_fragment_eager(ucp_config_t *config);
   Status create_context();
   Status create_worker();
   Status connect_peers(Bootstrap &bootstrap);

@@ -6,9 +6,9 @@
 // sizes from 1 element to 1 MiB. Inputs are small integers, so every
 // expected value is exact in every dtype. Each rank samples its resident
 // memory and open file descriptors; after the warm-up (the first tenth of the
-// run, at least 30 s, while the library's buffers reach the largest size) memory may grow by at
-// most
-// --max-rss-growth (default 5 %) and the fd count not at all.
+// run, at least 30 s, while the library's buffers reach the largest size) memory
+// may grow by at most --max-rss-growth (default 5 %) and the fd count not at all.
+// Without --seed, rank 0 draws one and prints it (rerun with it to reproduce).
 //
 //   soak --seconds S [--seed N] [--max-rss-growth F]
 // Exit status: 0 all good; 1 a wrong result; 2 an API error; 3 growth.
@@ -137,13 +137,14 @@ struct Soak {
 
 int main(int argc, char **argv) {
   double seconds = 60, max_growth = 0.05;
-  unsigned long long seed = 1;
+  unsigned long long seed = 0;
+  bool seed_given = false;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string a = argv[i];
     if (a == "--seconds")
       seconds = std::atof(argv[i + 1]);
     else if (a == "--seed")
-      seed = std::strtoull(argv[i + 1], nullptr, 0);
+      seed = std::strtoull(argv[i + 1], nullptr, 0), seed_given = true;
     else if (a == "--max-rss-growth")
       max_growth = std::atof(argv[i + 1]);
     else {
@@ -157,6 +158,11 @@ int main(int argc, char **argv) {
     return 2;
   }
   s.rank = quorum_comm_rank(s.comm), s.size = quorum_comm_size(s.comm);
+  if (!seed_given) {  // rank 0's draw, the same on every rank
+    if (s.rank == 0) seed = (uint64_t(std::random_device{}()) << 32) | std::random_device{}();
+    if (!s.ok(quorum_bcast(s.comm, &seed, sizeof seed, 0), "bcast of the seed", 0)) return 2;
+  }
+  if (s.rank == 0) std::printf("soak: seed %llu\n", seed);
   std::mt19937_64 rng(seed);  // the same draws on every rank
   const quorum_dtype_t dtypes[] = {QUORUM_FLOAT32, QUORUM_FLOAT64, QUORUM_INT32, QUORUM_INT64};
   const quorum_op_t ops[] = {QUORUM_SUM, QUORUM_MIN, QUORUM_MAX, QUORUM_PROD, QUORUM_AVG};

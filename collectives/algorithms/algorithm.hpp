@@ -97,17 +97,16 @@ class Builder {
   uint64_t seq() const { return seq_; }
 
   // Tasks added without dependencies depend on these (e.g. the signature check).
-  void set_entry(std::vector<TaskId> deps) { entry_ = std::move(deps); }
+  void set_entry(TaskIds deps) { entry_ = std::move(deps); }
 
-  TaskId send(int peer, int step, const void *buf, size_t bytes, std::vector<TaskId> deps = {});
-  TaskId recv(int peer, int step, void *buf, size_t bytes, std::vector<TaskId> deps = {});
+  TaskId send(int peer, int step, const void *buf, size_t bytes, TaskIds deps = {});
+  TaskId recv(int peer, int step, void *buf, size_t bytes, TaskIds deps = {});
   TaskId reduce(void *out, const void *a, const void *b, size_t count, quorum_dtype_t dtype,
-                quorum_op_t op, std::vector<TaskId> deps = {});
-  TaskId copy(void *dst, const void *src, size_t bytes, std::vector<TaskId> deps = {});
-  TaskId scale(void *buf, size_t count, quorum_dtype_t dtype, int nranks,
-               std::vector<TaskId> deps = {});
-  TaskId nop(std::vector<TaskId> deps = {}, Schedule::Join join = Schedule::Join::All);
-  TaskId add(std::unique_ptr<Task> task, std::vector<TaskId> deps = {},
+                quorum_op_t op, TaskIds deps = {});
+  TaskId copy(void *dst, const void *src, size_t bytes, TaskIds deps = {});
+  TaskId scale(void *buf, size_t count, quorum_dtype_t dtype, int nranks, TaskIds deps = {});
+  TaskId nop(TaskIds deps = {}, Schedule::Join join = Schedule::Join::All);
+  TaskId add(std::unique_ptr<Task> task, TaskIds deps = {},
              Schedule::Join join = Schedule::Join::All);
 
   // A scratch buffer that lives until the collective completes.
@@ -122,9 +121,7 @@ class Builder {
   ScratchPool &scratch_pool() { return scratch_; }
 
  private:
-  std::vector<TaskId> deps_or_entry(std::vector<TaskId> deps) const {
-    return deps.empty() ? entry_ : deps;
-  }
+  const TaskIds &deps_or_entry(const TaskIds &deps) const { return deps.empty() ? entry_ : deps; }
   Schedule &s_;
   Transport *t_;
   int rank_;
@@ -132,7 +129,7 @@ class Builder {
   CollKind kind_;
   uint64_t seq_;
   ScratchPool &scratch_;
-  std::vector<TaskId> entry_;
+  TaskIds entry_;
   std::vector<ScratchPool::Lease> leases_;
   ShmChannel *shm_ = nullptr;
 };

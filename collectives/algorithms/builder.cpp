@@ -38,33 +38,32 @@ const char *coll_kind_name(CollKind kind) {
   return "unknown";
 }
 
-TaskId Builder::add(std::unique_ptr<Task> task, std::vector<TaskId> deps, Schedule::Join join) {
-  return s_.add(std::move(task), deps_or_entry(std::move(deps)), join);
+TaskId Builder::add(std::unique_ptr<Task> task, TaskIds deps, Schedule::Join join) {
+  return s_.add(std::move(task), deps_or_entry(deps), join);
 }
 
-TaskId Builder::send(int peer, int step, const void *buf, size_t bytes, std::vector<TaskId> deps) {
+TaskId Builder::send(int peer, int step, const void *buf, size_t bytes, TaskIds deps) {
   return add(std::make_unique<SendTask>(t_, peer, tag(step), buf, bytes), std::move(deps));
 }
 
-TaskId Builder::recv(int peer, int step, void *buf, size_t bytes, std::vector<TaskId> deps) {
+TaskId Builder::recv(int peer, int step, void *buf, size_t bytes, TaskIds deps) {
   return add(std::make_unique<RecvTask>(t_, peer, tag(step), buf, bytes), std::move(deps));
 }
 
 TaskId Builder::reduce(void *out, const void *a, const void *b, size_t count, quorum_dtype_t dtype,
-                       quorum_op_t op, std::vector<TaskId> deps) {
+                       quorum_op_t op, TaskIds deps) {
   return add(std::make_unique<ReduceTask>(out, a, b, count, dtype, op), std::move(deps));
 }
 
-TaskId Builder::copy(void *dst, const void *src, size_t bytes, std::vector<TaskId> deps) {
+TaskId Builder::copy(void *dst, const void *src, size_t bytes, TaskIds deps) {
   return add(std::make_unique<CopyTask>(dst, src, bytes), std::move(deps));
 }
 
-TaskId Builder::scale(void *buf, size_t count, quorum_dtype_t dtype, int nranks,
-                      std::vector<TaskId> deps) {
+TaskId Builder::scale(void *buf, size_t count, quorum_dtype_t dtype, int nranks, TaskIds deps) {
   return add(std::make_unique<ScaleTask>(buf, count, dtype, nranks), std::move(deps));
 }
 
-TaskId Builder::nop(std::vector<TaskId> deps, Schedule::Join join) {
+TaskId Builder::nop(TaskIds deps, Schedule::Join join) {
   return add(std::make_unique<NopTask>(), std::move(deps), join);
 }
 

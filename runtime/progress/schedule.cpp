@@ -8,7 +8,7 @@
 
 namespace quorum {
 
-TaskId Schedule::add(std::unique_ptr<Task> task, const std::vector<TaskId> &deps, Join join) {
+TaskId Schedule::add(std::unique_ptr<Task> task, const TaskIds &deps, Join join) {
   TaskId id = static_cast<TaskId>(nodes_.size());
   Node node;
   node.task = std::move(task);

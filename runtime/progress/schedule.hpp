@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
 #include <memory>
 #include <string>
 #include <vector>
@@ -37,16 +38,52 @@ class Task {
 
 using TaskId = int;
 
+// A short list of task ids (dependencies, successors). Most tasks have one or
+// two, kept inline, so that building a schedule allocates little; a longer
+// list moves to the heap.
+class TaskIds {
+ public:
+  TaskIds() = default;
+  TaskIds(std::initializer_list<TaskId> ids) {
+    for (TaskId id : ids) push_back(id);
+  }
+  TaskIds(const std::vector<TaskId> &ids) {  // NOLINT: implicit, like the braces
+    for (TaskId id : ids) push_back(id);
+  }
+  void push_back(TaskId id) {
+    if (heap_.empty() && size_ < kInline) {
+      inline_[size_++] = id;
+      return;
+    }
+    if (heap_.empty()) heap_.assign(inline_, inline_ + size_);
+    heap_.push_back(id);
+    ++size_;
+  }
+  size_t size() const { return size_; }
+  bool empty() const { return size_ == 0; }
+  const TaskId *begin() const { return heap_.empty() ? inline_ : heap_.data(); }
+  const TaskId *end() const { return begin() + size_; }
+  TaskId back() const { return begin()[size_ - 1]; }
+
+ private:
+  static constexpr size_t kInline = 4;
+  TaskId inline_[kInline] = {};
+  size_t size_ = 0;
+  std::vector<TaskId> heap_;
+};
+
 class Schedule {
  public:
   enum class Join { All, Any };
 
-  explicit Schedule(std::string name) : name_(std::move(name)) {}
+  explicit Schedule(std::string name) : name_(std::move(name)) {
+    nodes_.reserve(kTypicalTasks);
+    ready_.reserve(kTypicalTasks);
+  }
   Schedule(const Schedule &) = delete;
   Schedule &operator=(const Schedule &) = delete;
 
-  TaskId add(std::unique_ptr<Task> task, const std::vector<TaskId> &deps = {},
-             Join join = Join::All);
+  TaskId add(std::unique_ptr<Task> task, const TaskIds &deps = {}, Join join = Join::All);
 
   // Runs every ready task once; returns true if any task finished.
   bool progress();
@@ -65,9 +102,11 @@ class Schedule {
   std::vector<int> waiting_peers() const;
 
  private:
+  // Room reserved up front: a small collective's schedule never grows.
+  static constexpr size_t kTypicalTasks = 16;
   struct Node {
     std::unique_ptr<Task> task;
-    std::vector<TaskId> successors;
+    TaskIds successors;
     int deps_left = 0;
     bool any = false;
     bool ready = false;

@@ -224,6 +224,25 @@ Status Communicator::run_local(const CollArgs &a) {
   return kOk;
 }
 
+namespace {
+
+// A collective's description for its messages, formatted only when needed.
+struct CallLabel {
+  CollKind kind;
+  quorum_dtype_t dtype;
+  quorum_op_t op;
+  uint64_t seq;
+  size_t count;
+  const char *algorithm;
+};
+
+std::string format_call_label(const CallLabel &c) {
+  return fmt::format("{} #{} ({}, count {}, {}, {})", coll_kind_name(c.kind), c.seq, c.algorithm,
+                     c.count, dtype_name(c.dtype), op_name(c.op));
+}
+
+}  // namespace
+
 Status Communicator::start(const CollArgs &args_in, RequestPtr *req, bool blocking) {
   if (finalized_) return fail(QUORUM_ERR_INVALID_ARG, "comm", "communicator is finalized");
   CollArgs args = args_in;
@@ -243,10 +262,10 @@ Status Communicator::start(const CollArgs &args_in, RequestPtr *req, bool blocki
   bool shm_ready =
       shm_ && args.kind == CollKind::Allreduce && !any_device_buffer(args.send, args.recv);
   QUORUM_CHECK(select_algorithm(args, size_, &algo, shm_ready));
-  std::string what = fmt::format("{} #{} ({}, count {}, {}, {})", coll_kind_name(args.kind), seq,
-                                 algo->name, args.count, dtype_name(args.dtype), op_name(args.op));
-  QLOG_DEBUG("coll", "start {}", what);
-  auto sched = std::make_unique<Schedule>(what);
+  const CallLabel label{args.kind, args.dtype, args.op, seq, args.count, algo->name};
+  if (log_enabled(LogLevel::Debug, "coll"))
+    QLOG_DEBUG("coll", "start {}", format_call_label(label));
+  auto sched = std::make_unique<Schedule>(coll_kind_name(args.kind));
   Builder b(*sched, transport_.get(), rank_, size_, args.kind, seq, scratch_);
   if (shm_ready) b.set_shm(shm_.get());
   StagingPlan staging;
@@ -262,7 +281,8 @@ Status Communicator::start(const CollArgs &args_in, RequestPtr *req, bool blocki
   QUORUM_CHECK(algo->build(b, args, &last));
   finish_device_staging(b, staging, last);
   auto request =
-      std::make_shared<Request>(std::move(sched), Deadline::after_ms(knob_timeout_ms.get()), what);
+      std::make_shared<Request>(std::move(sched), Deadline::after_ms(knob_timeout_ms.get()),
+                                RequestLabel::lazy<CallLabel, format_call_label>(label));
   auto leases = std::make_shared<std::vector<ScratchPool::Lease>>(b.take_leases());
   request->on_complete = [leases](Status) mutable { leases->clear(); };
   if (!blocking) live_.add(request);

@@ -20,23 +20,31 @@ namespace {
 constexpr size_t kHeader = sizeof(CallRange);  // 56 B
 constexpr size_t kSlack = kSignatureInlineBytes;
 
-// Writes the range seen so far, then the data, into a message.
-class PackTask : public Task {
+// Writes the range seen so far, then the data, into a message, and sends it.
+class PackSendTask : public SendTask {
  public:
-  PackTask(uint8_t *msg, const CallRange *range, const void *data, size_t bytes)
-      : msg_(msg), range_(range), data_(data), bytes_(bytes) {}
-  TaskResult progress(Status *) override {
-    std::memcpy(msg_, range_, kHeader);
-    if (bytes_ > 0) std::memcpy(msg_ + kHeader, data_, bytes_);
-    return TaskResult::Done;
+  PackSendTask(Transport *t, int peer, uint64_t tag, uint8_t *msg, const CallRange *range,
+               const void *data, size_t bytes)
+      : SendTask(t, peer, tag, msg, kHeader + bytes),
+        msg_(msg),
+        range_(range),
+        data_(data),
+        data_bytes_(bytes) {}
+  TaskResult progress(Status *status) override {
+    if (!packed_) {
+      std::memcpy(msg_, range_, kHeader);
+      if (data_bytes_ > 0) std::memcpy(msg_ + kHeader, data_, data_bytes_);
+      packed_ = true;
+    }
+    return SendTask::progress(status);
   }
-  std::string describe() const override { return "pack call signature and data"; }
 
  private:
   uint8_t *msg_;
   const CallRange *range_;
   const void *data_;
-  size_t bytes_;
+  size_t data_bytes_;
+  bool packed_ = false;
 };
 
 // Receives a message with a range at its head and merges the range; a message
@@ -198,13 +206,13 @@ Status build_signature_exchange(Builder &parent, const CollArgs &a, uint64_t seq
   };
   // Every send is a dependency of the verdict: a rank fails only once all
   // its messages are out (the others need them to reach their verdict).
-  std::vector<TaskId> sends;
-  TaskId packed = -1;
+  TaskIds sends;
   auto pack_and_send = [&](int peer, int step, uint8_t *m, TaskId after) {
-    packed = b.add(std::make_unique<PackTask>(m, range, a.recv, bytes), {after});
-    sends.push_back(b.send(peer, step, m, msg, {packed}));
+    sends.push_back(b.add(
+        std::make_unique<PackSendTask>(t, peer, b.tag(step), m, range, a.recv, bytes), {after}));
+    return sends.back();
   };
-  auto reduce_in = [&](const uint8_t *m, std::vector<TaskId> deps) {
+  auto reduce_in = [&](const uint8_t *m, TaskIds deps) {
     return with_data ? b.reduce(a.recv, a.recv, m + kHeader, a.count, a.dtype, a.op, deps)
                      : b.nop(deps);
   };
@@ -221,13 +229,14 @@ Status build_signature_exchange(Builder &parent, const CollArgs &a, uint64_t seq
   for (int s = 0; s < steps; ++s) {
     const int peer = rd::peer(r, p, s);
     uint8_t *m_in = in(static_cast<size_t>(s) + 1);
-    // The send reads its own copy: the reduce waits for the copy, not the send.
-    pack_and_send(peer, s + 1, out(static_cast<size_t>(s) + 1), prev);
-    prev = reduce_in(m_in, {packed, recv(peer, s + 1, m_in)});
+    // The send packs its own copy when it starts; the reduce waits for it to
+    // complete (at once: these messages are small enough to go eagerly).
+    TaskId sent = pack_and_send(peer, s + 1, out(static_cast<size_t>(s) + 1), prev);
+    prev = reduce_in(m_in, {sent, recv(peer, s + 1, m_in)});
   }
   if (with_data && a.op == QUORUM_AVG) prev = b.scale(a.recv, a.count, a.dtype, p, {prev});
   if (partner != patterns::kNoPeer) pack_and_send(partner, unfold_step, out(slots - 1), prev);
-  std::vector<TaskId> deps = sends;
+  TaskIds deps = sends;
   deps.push_back(prev);
   *last = b.add(std::make_unique<RangeVerdictTask>(range, r, seq), deps);
   return kOk;

@@ -146,7 +146,8 @@ bool ProgressEngine::progress_locked() {
         std::string cause = last_error();
         std::string prefix = std::string(status_name(sched.status())) + ": ";
         if (cause.rfind(prefix, 0) == 0) cause.erase(0, prefix.size());
-        req.detail_ = fmt::format("{}{} on rank {} failed: {}", prefix, req.what_, rank_, cause);
+        req.detail_ =
+            fmt::format("{}{} on rank {} failed: {}", prefix, req.what_.str(), rank_, cause);
       }
       if (sched.done() && sched.status() != kOk) req.aborted_ = true;
     }
@@ -168,8 +169,8 @@ bool ProgressEngine::progress_locked() {
 void ProgressEngine::time_out(Request &req) {
   Schedule &sched = req.schedule();
   req.timeout_what_ =
-      fmt::format("{} on rank {} timed out after {} ms; waiting for rank(s) [{}]", req.what_, rank_,
-                  knob_timeout_ms.get(), rank_list(sched.waiting_peers()));
+      fmt::format("{} on rank {} timed out after {} ms; waiting for rank(s) [{}]", req.what_.str(),
+                  rank_, knob_timeout_ms.get(), rank_list(sched.waiting_peers()));
   req.timeout_stall_ = sched.stall_report();
   if (source_.probe_peers && source_.silent_peers) {
     // The ranks this call waits for may be alive and waiting themselves (a
@@ -208,8 +209,8 @@ bool ProgressEngine::report_timeout(Request &req) {
 void ProgressEngine::fail_requests_for_dead_peer(int peer) {
   for (auto &req : active_) {
     if (req->aborted_ || req->schedule().done()) continue;
-    fail(QUORUM_ERR_PEER_FAILED, "progress", "{} on rank {} failed: rank {} has failed", req->what_,
-         rank_, peer);
+    fail(QUORUM_ERR_PEER_FAILED, "progress", "{} on rank {} failed: rank {} has failed",
+         req->what_.str(), rank_, peer);
     req->aborted_ = true;
     req->detail_ = last_error();
     req->schedule().abort(QUORUM_ERR_PEER_FAILED);

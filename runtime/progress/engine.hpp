@@ -10,12 +10,14 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <cstring>
 #include <functional>
 #include <list>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
 #include "runtime/clock.hpp"
@@ -65,13 +67,42 @@ class MemoryWaitGuard {
   bool held_ = false;
 };
 
+// What a request does, for its error messages: a text, or a few fields and
+// the function that formats them, run only when a message needs the text
+// (formatting on every call cost more than a small allreduce's own work).
+class RequestLabel {
+ public:
+  RequestLabel(std::string text) : text_(std::move(text)) {}  // NOLINT: implicit
+  RequestLabel(const char *text) : text_(text) {}             // NOLINT: implicit
+  template <typename Fields, std::string (*Format)(const Fields &)>
+  static RequestLabel lazy(const Fields &fields) {
+    static_assert(std::is_trivially_copyable_v<Fields> && sizeof(Fields) <= kRoom);
+    RequestLabel label;
+    std::memcpy(label.fields_, &fields, sizeof(Fields));
+    label.format_ = [](const unsigned char *raw) {
+      Fields f;
+      std::memcpy(&f, raw, sizeof(Fields));
+      return Format(f);
+    };
+    return label;
+  }
+  std::string str() const { return format_ ? format_(fields_) : text_; }
+
+ private:
+  static constexpr size_t kRoom = 48;
+  RequestLabel() = default;
+  std::string text_;
+  std::string (*format_)(const unsigned char *) = nullptr;
+  alignas(8) unsigned char fields_[kRoom] = {};
+};
+
 class Request {
  public:
-  Request(std::unique_ptr<Schedule> schedule, Deadline deadline, std::string what)
+  Request(std::unique_ptr<Schedule> schedule, Deadline deadline, RequestLabel what)
       : schedule_(std::move(schedule)), deadline_(deadline), what_(std::move(what)) {}
   bool complete() const { return complete_.load(std::memory_order_acquire); }
   Status status() const { return status_; }
-  const std::string &what() const { return what_; }
+  std::string what() const { return what_.str(); }
   Schedule &schedule() { return *schedule_; }
   // Called by the engine (mutex held) once the schedule ended or was aborted.
   std::function<void(Status)> on_complete;
@@ -80,7 +111,7 @@ class Request {
   friend class ProgressEngine;
   std::unique_ptr<Schedule> schedule_;
   Deadline deadline_;
-  std::string what_;
+  RequestLabel what_;
   std::atomic<bool> complete_{false};
   bool aborted_ = false;
   uint64_t probe_ns_ = 0;      // when the liveness probe of a timed-out call began

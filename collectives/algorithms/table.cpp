@@ -7,6 +7,7 @@
 // QUORUM_ALLREDUCE_SHM_AUTO=0.
 // Each collective's choice can be forced with its knob.
 #include <atomic>
+#include <cstring>
 
 #include "collectives/algorithms/algorithms.hpp"
 #include "collectives/reduce/reduce_kernels.hpp"
@@ -75,9 +76,9 @@ const std::vector<AlgorithmInfo> &algorithm_table() {
 
 namespace {
 
-const AlgorithmInfo *find(CollKind kind, const std::string &name) {
+const AlgorithmInfo *find(CollKind kind, const char *name) {
   for (const auto &a : algorithm_table()) {
-    if (a.kind == kind && name == a.name) return &a;
+    if (a.kind == kind && std::strcmp(name, a.name) == 0) return &a;
   }
   return nullptr;
 }
@@ -100,7 +101,7 @@ bool allreduce_uses_shm() {
 
 namespace {
 
-std::string default_choice(const CollArgs &args, int size, bool shm_ready) {
+const char *default_choice(const CollArgs &args, int size, bool shm_ready) {
   switch (args.kind) {
     case CollKind::Allreduce: {
       if (shm_ready && allreduce_uses_shm()) return "shm";
@@ -151,7 +152,7 @@ Status select_algorithm(const CollArgs &args, int size, const AlgorithmInfo **ou
   std::string forced = knob ? knob->get() : "auto";
   // shm without a segment (threads, ranks on several hosts): the default rule.
   if (forced == "shm" && !shm_ready) forced = "auto";
-  std::string name = forced == "auto" ? default_choice(args, size, shm_ready) : forced;
+  const char *name = forced == "auto" ? default_choice(args, size, shm_ready) : forced.c_str();
   const AlgorithmInfo *algo = find(args.kind, name);
   if (!algo) {
     return fail(QUORUM_ERR_INTERNAL, "select", "no algorithm '{}' for {}", name,

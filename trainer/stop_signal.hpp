@@ -1,6 +1,8 @@
 // stop_signal.hpp: SIGINT and SIGTERM (Ctrl-C, a scheduler's end of job) as a
 // request to stop training at the next step boundary, where the trainer
-// writes its checkpoint, so that the run can be resumed bit-identically.
+// writes its checkpoint, so that the run can be resumed bit-identically. On
+// several ranks the request rides in the gradient's reduction, so that all
+// ranks stop at the same step even when only one got the signal (trainer.hpp).
 // A second such signal ends the process at once (the default action).
 #pragma once
 

@@ -15,6 +15,11 @@ namespace quorum::trainer {
 // Installs the handlers; without them (no checkpoint to save) the signals
 // keep their default action.
 void stop_on_signals();
+// Once every rank has agreed to stop: installs the handlers again where they
+// were installed, so that one more signal (quorum-run sends SIGTERM to the
+// ranks left once the first exits) does not cut the checkpoint or the exit
+// status short; yet another still ends the process at once.
+void rearm_stop_signals();
 // The signal that asked to stop, or 0.
 int stop_signal();
 // Sets or clears the request as the handler would (tests).

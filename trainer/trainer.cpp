@@ -270,7 +270,10 @@ Status train(const TrainConfig &cfg, Backend *backend, const DataSplit &data,
       // A step boundary: a stop asked for by SIGINT/SIGTERM is honoured here.
       if (stop_agreed || (world == 1 && stop_signal() != 0)) {
         int sig = stop_signal();
-        if (world > 1) QUORUM_CHECK(agree_on_signal(reducer, sig, &sig));
+        if (world > 1) {
+          QUORUM_CHECK(agree_on_signal(reducer, sig, &sig));
+          rearm_stop_signals();
+        }
         QUORUM_CHECK(save());
         model->read_params(&result->params);
         result->global_step = st.global_step;

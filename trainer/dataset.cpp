@@ -1,6 +1,8 @@
 // dataset.cpp: see dataset.hpp.
 #include "trainer/dataset.hpp"
 
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
 
@@ -36,6 +38,28 @@ std::string resolve(const std::string &dir, const std::string &file) {
   if (access(gz.c_str(), F_OK) == 0 || file.size() < 3) return gz;
   const std::string plain = gz.substr(0, gz.size() - 3);
   return access(plain.c_str(), F_OK) == 0 ? plain : gz;
+}
+
+// What a path that must be a regular file (or, with `folder`, a folder) is
+// instead: "" when it is one (or does not exist: opening it says so).
+std::string wrong_kind(const struct stat &st, bool folder) {
+  if (folder ? S_ISDIR(st.st_mode) : S_ISREG(st.st_mode)) return "";
+  const char *want = folder ? "a folder" : "a regular file";
+  if (S_ISFIFO(st.st_mode)) return fmt::format("is a FIFO, not {}", want);
+  if (S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode)) return fmt::format("is a device, not {}", want);
+  if (S_ISSOCK(st.st_mode)) return fmt::format("is a socket, not {}", want);
+  if (S_ISDIR(st.st_mode)) return "is a folder, not a regular file";
+  return fmt::format("is not {}", want);
+}
+
+// The data folder must be one: anything else is named at once.
+Status check_data_dir(const std::string &dir) {
+  struct stat st {};
+  if (::stat(dir.c_str(), &st) != 0)
+    return fail(QUORUM_ERR_INVALID_ARG, kSub, "data folder {}: {}", dir, std::strerror(errno));
+  if (const std::string why = wrong_kind(st, true); !why.empty())
+    return fail(QUORUM_ERR_INVALID_ARG, kSub, "data folder {} {}", dir, why);
+  return kOk;
 }
 
 uint32_t read_be32(const uint8_t *p) {
@@ -133,10 +157,23 @@ void Dataset::truncate(size_t n) {
 
 Status read_gzip_file(const std::string &path, size_t max_bytes, std::vector<uint8_t> *out) {
   out->clear();
-  gzFile f = gzopen(path.c_str(), "rb");
-  if (f == nullptr)
-    return fail(QUORUM_ERR_INVALID_ARG, kSub, "{}: cannot open: {}", path,
-                errno ? std::strerror(errno) : "out of memory");
+  // O_NONBLOCK: opening a FIFO must not wait for a writer (nor a device open
+  // block); only regular files are read, and never more than max_bytes.
+  int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+  if (fd < 0)
+    return fail(QUORUM_ERR_INVALID_ARG, kSub, "{}: cannot open: {}", path, std::strerror(errno));
+  struct stat st {};
+  std::string why = ::fstat(fd, &st) != 0 ? std::strerror(errno) : wrong_kind(st, false);
+  if (!why.empty()) {
+    ::close(fd);
+    return fail(QUORUM_ERR_INVALID_ARG, kSub, "{}: {}", path, why);
+  }
+  ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+  gzFile f = gzdopen(fd, "rb");  // owns fd from here, closed by gzclose
+  if (f == nullptr) {
+    ::close(fd);
+    return fail(QUORUM_ERR_NO_MEMORY, kSub, "{}: cannot open: out of memory", path);
+  }
   gzbuffer(f, 1 << 17);
   std::vector<uint8_t> &buf = *out;
   size_t used = 0;
@@ -161,7 +198,7 @@ Status read_gzip_file(const std::string &path, size_t max_bytes, std::vector<uin
   // (or gzerror) is where the truncation shows.
   int code = 0;
   gzerror(f, &code);
-  std::string why = gz_reason(f, path);
+  why = gz_reason(f, path);
   int rc = gzclose(f);
   if (code != Z_OK || (rc != Z_OK && rc != Z_BUF_ERROR))
     return fail(QUORUM_ERR_INVALID_ARG, kSub, "{}: {}", path, why);
@@ -174,6 +211,7 @@ Status read_gzip_file(const std::string &path, size_t max_bytes, std::vector<uin
 
 Status load_fashion_mnist(const std::string &dir, bool verify_content, DataSplit *out) {
   const std::string d = dir.empty() ? kFashionMnistDefaultDir : dir;
+  QUORUM_CHECK(check_data_dir(d));
   QUORUM_CHECK(
       load_idx_pair(d, kFashionMnistFiles[0], kFashionMnistFiles[1], verify_content, &out->train));
   QUORUM_CHECK(
@@ -187,6 +225,7 @@ Status load_cifar10(const std::string &dir, DataSplit *out) {
     return fail(QUORUM_ERR_INVALID_ARG, kSub,
                 "cifar10 needs a data directory (--data-dir: the folder with data_batch_1..5.bin, "
                 "test_batch.bin)");
+  QUORUM_CHECK(check_data_dir(dir));
   // The official files hold 10000 records each; any whole number is accepted.
   constexpr size_t kRecord = 1 + 3072, kMaxPerFile = 10000;
   auto load = [&](const std::vector<std::string> &files, Dataset *ds) -> Status {

@@ -44,6 +44,8 @@ extern const IdxFileInfo kFashionMnistFiles[4];  // train images, train labels, 
 extern const char *const kFashionMnistDefaultDir;
 
 // Reads a whole gzip file (plain files pass through), at most max_bytes.
+// Only regular files: a FIFO, device node, socket or folder is refused at
+// once (opening never waits for a FIFO's writer).
 Status read_gzip_file(const std::string &path, size_t max_bytes, std::vector<uint8_t> *out);
 
 // Fashion-MNIST from dir ("" = the package's location): the four .gz files, or

@@ -3,7 +3,9 @@
 // The trainer calls broadcast_parameters() once before the first step (rank 0's
 // initial or resumed parameters must end up on every rank), and
 // reduce_gradients() once per step after the backward pass, with the whole flat
-// gradient buffer (model.hpp: one contiguous buffer in the backend's memory).
+// gradient buffer (model.hpp: one contiguous buffer in the backend's memory)
+// followed by the model's control slots (Model::kGradControlSlots: the stop
+// request, trainer.cpp), which are reduced like the gradient.
 // On return the buffer must hold the gradient to apply: the average over the
 // ranks that contributed (sync: all; solo/majority: those that joined).
 // LocalGradientReducer is the single-process no-op; the distributed reducers
@@ -42,12 +44,14 @@ class GradientReducer {
   virtual Status broadcast_parameters(float *params, size_t count, MemoryKind memory) = 0;
   // Called during the backward pass of `step`, last layer first, as each layer's
   // part of the gradient [offset, offset + count) becomes final (Model::backward);
-  // the ranges are contiguous and cover the buffer. A reducer may start
+  // the ranges are contiguous and cover the buffer (the first one, at its end,
+  // includes the control slots). A reducer may start
   // communicating a bucket here; reduce_gradients() still follows and must
   // leave the whole buffer reduced. The default ignores it.
   virtual void gradient_ready(float * /*grads*/, size_t /*offset*/, size_t /*count*/,
                               int64_t /*step*/) {}
-  // grads: `count` floats (the flat gradient of step `step`), reduced in place.
+  // grads: `count` floats (the flat gradient of step `step` and the control
+  // slots), reduced in place.
   virtual Status reduce_gradients(float *grads, size_t count, MemoryKind memory, int64_t step,
                                   ReduceInfo *info) = 0;
   // How many of the next steps the other ranks already reduced without this

@@ -73,7 +73,7 @@ Status Model<T>::create(const ModelSpec &spec, BackendT<T> *backend, int max_bat
   m->plan_calls();
   const size_t pbytes = m->layout_.total() * sizeof(T);
   m->params_ = static_cast<T *>(backend->alloc(pbytes));
-  m->grads_ = static_cast<T *>(backend->alloc(pbytes));
+  m->grads_ = static_cast<T *>(backend->alloc(pbytes + kGradControlSlots * sizeof(T)));
   m->labels_ = static_cast<int32_t *>(backend->alloc(sizeof(int32_t) * max_batch));
   bool ok = m->params_ && m->grads_ && m->labels_;
   for (size_t i = 0; i <= m->plan_.size(); ++i) {

@@ -3,7 +3,10 @@
 //
 // Buffers (all allocated through the backend, sized for max_batch):
 //   params / grads : one flat buffer each, same ParamLayout (grads is the
-//                    allreduce input);
+//                    allreduce input); grads has kGradControlSlots more
+//                    elements after the layout, which backward never
+//                    touches: values the trainer reduces alongside the
+//                    gradient (the stop request, trainer.cpp);
 //   act[i]         : the input of layer i (act[0] = images, act[L] = logits);
 //   dact[i]        : the gradient of act[i] (dact[L] = dlogits).
 // Inside a fused call (see Fusion below), and between two conv blocks, act
@@ -50,6 +53,8 @@ class Model {
   BackendT<T> &backend() { return *backend_; }
   int max_batch() const { return max_batch_; }
   size_t param_count() const { return layout_.total(); }
+  // Elements of grads() after param_count() that ride in its reduction.
+  static constexpr size_t kGradControlSlots = 1;
   size_t image_size() const { return plan_.front().in_size(); }
 
   // Backend memory.

@@ -11,6 +11,7 @@ namespace quorum::trainer {
 
 namespace {
 std::atomic<int> g_stop_signal{0};
+std::atomic<bool> g_installed{false};
 static_assert(std::atomic<int>::is_always_lock_free, "stored from a signal handler");
 
 void on_stop_signal(int signal) {
@@ -26,6 +27,11 @@ void stop_on_signals() {
   sa.sa_flags = SA_RESETHAND | SA_RESTART;
   sigaction(SIGINT, &sa, nullptr);
   sigaction(SIGTERM, &sa, nullptr);
+  g_installed.store(true);
+}
+
+void rearm_stop_signals() {
+  if (g_installed.load()) stop_on_signals();
 }
 
 int stop_signal() {

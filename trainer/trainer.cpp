@@ -3,6 +3,7 @@
 // reduce -> update, and per epoch evaluate, report and checkpoint.
 #include "trainer/trainer.hpp"
 
+#include <signal.h>
 #include <zlib.h>
 
 #include <algorithm>
@@ -51,6 +52,20 @@ bool evaluates_after(int64_t step_in_epoch, int64_t steps_per_epoch, int evals_p
 // averaged, so the first parameters do not linger in it.
 double ema_decay_after(double decay, int64_t steps) {
   return std::min(decay, double(1 + steps) / double(10 + steps));
+}
+
+// Collective: the signal every rank reports when a stop was agreed on: the
+// highest-numbered one that any rank received (SIGTERM over SIGINT).
+Status agree_on_signal(GradientReducer *reducer, int own, int *agreed) {
+  std::vector<double> received(NSIG, 0.0);
+  if (own > 0 && own < NSIG) received[size_t(own)] = 1;
+  QUORUM_CHECK(reducer->sum_over_ranks(received.data(), received.size()));
+  *agreed = 0;
+  for (int s = 1; s < NSIG; ++s)
+    if (received[size_t(s)] > 0) *agreed = s;
+  if (*agreed == 0)
+    return fail(QUORUM_ERR_INTERNAL, kSub, "a stop was agreed on, but no rank received a signal");
+  return kOk;
 }
 
 Status diverged(int64_t global_step, int64_t epoch) {
@@ -190,8 +205,9 @@ Status train(const TrainConfig &cfg, Backend *backend, const DataSplit &data,
 
   // Every rank checks the (identical) parameters, so all stop together; a
   // diverged run never overwrites the last good checkpoint.
+  int64_t saved_step = -1;  // a stop right after an epoch's end has nothing new to save
   auto save = [&]() -> Status {
-    if (cfg.checkpoint_path.empty()) return kOk;
+    if (cfg.checkpoint_path.empty() || st.global_step == saved_step) return kOk;
     model->read_params(&st.params);
     if (!std::isfinite(params_sum(st.params))) return diverged(st.global_step, st.epoch);
     if (rank != 0) return kOk;
@@ -199,8 +215,21 @@ Status train(const TrainConfig &cfg, Backend *backend, const DataSplit &data,
     backend->copy_to_host(st.momentum.data(), velocity, count * sizeof(float));
     st.ema.resize(averaging ? count : 0);
     if (averaging) backend->copy_to_host(st.ema.data(), ema.p, count * sizeof(float));
-    return save_checkpoint(cfg.checkpoint_path, st);
+    QUORUM_CHECK(save_checkpoint(cfg.checkpoint_path, st));
+    saved_step = st.global_step;
+    return kOk;
   };
+
+  // A stop asked for by SIGINT/SIGTERM rides in the gradient's reduction: the
+  // control slot after the gradient holds 1 on a rank that received one, so
+  // every rank reads the same reduced value (> 0: some rank asked) after the
+  // same step, and all stop at the next boundary together, with no collective
+  // of its own (a rank that stopped alone would leave the others waiting in
+  // the next step's reduction, and rank 0 might never write the checkpoint).
+  // One rank stops at the next boundary.
+  float *const stop_slot = model->grads() + count;
+  const size_t reduced = count + Model<float>::kGradControlSlots;
+  bool stop_agreed = false;
 
   HostBatch hb{std::vector<float>(size_t(cfg.batch) * model->image_size()),
                std::vector<int32_t>(size_t(cfg.batch))};
@@ -239,7 +268,12 @@ Status train(const TrainConfig &cfg, Backend *backend, const DataSplit &data,
     uint64_t staleness_sum = 0;
     while (st.step_in_epoch < steps_per_epoch && st.global_step < total_steps) {
       // A step boundary: a stop asked for by SIGINT/SIGTERM is honoured here.
-      if (const int sig = stop_signal(); sig != 0) {
+      if (stop_agreed || (world == 1 && stop_signal() != 0)) {
+        int sig = stop_signal();
+        if (world > 1) {
+          QUORUM_CHECK(agree_on_signal(reducer, sig, &sig));
+          rearm_stop_signals();
+        }
         QUORUM_CHECK(save());
         model->read_params(&result->params);
         result->global_step = st.global_step;
@@ -253,6 +287,8 @@ Status train(const TrainConfig &cfg, Backend *backend, const DataSplit &data,
       int64_t correct = 0;
       auto t = Clock::now();
       if (!skip) {
+        const float stop_request = stop_signal() != 0 ? 1.0f : 0.0f;
+        backend->copy_to_device(stop_slot, &stop_request, sizeof stop_request);
         const uint32_t *idx = order.data() + st.step_in_epoch * cfg.batch;
         assemble_batch(tr, idx, cfg.batch, hb.images.data(), hb.labels.data());
         model->load_batch(cfg.batch, hb.images.data(), hb.labels.data());
@@ -268,7 +304,9 @@ Status train(const TrainConfig &cfg, Backend *backend, const DataSplit &data,
         t = Clock::now();
         float *grads = model->grads();
         const int64_t this_step = st.global_step;
+        // The first range reported (the buffer's end) takes the control slot along.
         model->backward(cfg.batch, [&](size_t offset, size_t n) {
+          if (offset + n == count) n += Model<float>::kGradControlSlots;
           reducer->gradient_ready(grads, offset, n, this_step);
         });
         backend->synchronize();
@@ -279,12 +317,15 @@ Status train(const TrainConfig &cfg, Backend *backend, const DataSplit &data,
       t = Clock::now();
       ReduceInfo info;
       if (skip) {
-        QUORUM_CHECK(reducer->skip_step(model->grads(), count, backend->memory_kind(),
+        QUORUM_CHECK(reducer->skip_step(model->grads(), reduced, backend->memory_kind(),
                                         st.global_step, &info));
       } else {
-        QUORUM_CHECK(reducer->reduce_gradients(model->grads(), count, backend->memory_kind(),
+        QUORUM_CHECK(reducer->reduce_gradients(model->grads(), reduced, backend->memory_kind(),
                                                st.global_step, &info));
       }
+      float stop_requests = 0;
+      backend->copy_to_host(&stop_requests, stop_slot, sizeof stop_requests);
+      stop_agreed = stop_requests > 0;
       rep.times.reduce += since(t);
       contributors_sum += info.contributors;
       rep.carried += info.carried;

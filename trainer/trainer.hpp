@@ -110,8 +110,11 @@ struct TrainResult {
 
 // Trains `config` on `data` (train and test split) with `backend`, reducing
 // gradients through `reducer`; `observer` may be nullptr. A stop requested by
-// a signal (stop_signal.hpp) ends it at the next step boundary with a
-// checkpoint written (when configured) and result->stopped_by_signal set.
+// a signal (stop_signal.hpp) ends it at a step boundary with a checkpoint
+// written (when configured) and result->stopped_by_signal set: on one rank the
+// next one; on several, every rank at the same one, the first after a step
+// whose gradient reduction carried some rank's request, and every rank
+// reports the same signal (the highest-numbered any rank received).
 Status train(const TrainConfig &config, Backend *backend, const DataSplit &data,
              GradientReducer *reducer, TrainObserver *observer, TrainResult *result);
 

@@ -11,15 +11,25 @@
 //   partial  - the victim is killed between rounds of a solo partial allreduce
 //   idle     - the victim is killed while the others are already waiting
 //              inside an allreduce (the wait itself must notice)
+// With "flood" after the scenario, every rank also floods quorum-run's TCP
+// store (QUORUM_STORE) with connections that never authenticate, idle ones
+// held open and ones that send garbage, as any local user could, from before
+// quorum_init until after quorum_finalize (whose closing barrier goes through
+// the store): the verdicts and deadlines stay the same.
 // The meson test counts the PASS lines (one per surviving rank).
+#include <netdb.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "quorum/quorum.h"
@@ -40,6 +50,64 @@ void arrange_reaper(double seconds) {
     _exit(0);
   }
 }
+
+// Floods the store at QUORUM_STORE ("host:port") with unauthenticated
+// connections until stopped: idle ones (at most 100 held, the oldest closed
+// first) and every fourth one sending a wrong header. Its connects block
+// while the store's listen backlog is full, so the count may stand still
+// while the flood is at its strongest.
+class StoreFlood {
+ public:
+  bool start() {
+    const char *store = getenv("QUORUM_STORE");
+    const char *colon = store ? strrchr(store, ':') : nullptr;
+    if (colon == nullptr) return false;
+    const std::string host(store, colon), port(colon + 1);
+    addrinfo hints{};
+    hints.ai_socktype = SOCK_STREAM;
+    if (getaddrinfo(host.c_str(), port.c_str(), &hints, &addr_) != 0) return false;
+    thread_ = std::thread([this] { run(); });
+    return true;
+  }
+  ~StoreFlood() {
+    stop_.store(true);
+    if (thread_.joinable()) thread_.join();
+    if (addr_) freeaddrinfo(addr_);
+  }
+  uint64_t opened() const { return opened_.load(); }
+  // Still flooding (or connecting): it never gives up on errors.
+  bool running() const { return running_.load(); }
+
+ private:
+  void run() {
+    running_.store(true);
+    std::deque<int> held;
+    while (!stop_.load()) {
+      int fd = socket(addr_->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+      if (fd < 0) continue;
+      if (connect(fd, addr_->ai_addr, addr_->ai_addrlen) != 0) {
+        close(fd);
+        continue;
+      }
+      if (opened_.fetch_add(1) % 4 == 3) {
+        const char junk[] = "GET / HTTP/1.0\r\n\r\nnot a store header at all";
+        ssize_t ignored = send(fd, junk, sizeof(junk), MSG_NOSIGNAL);
+        (void)ignored;
+      }
+      held.push_back(fd);
+      if (held.size() > 100) {
+        close(held.front());
+        held.pop_front();
+      }
+    }
+    for (int fd : held) close(fd);
+    running_.store(false);
+  }
+  addrinfo *addr_ = nullptr;
+  std::atomic<bool> stop_{false}, running_{false};
+  std::atomic<uint64_t> opened_{0};
+  std::thread thread_;
+};
 
 enum class Scenario { Kill, Exit, Barrier, Stop, Partial, Idle };
 
@@ -78,9 +146,19 @@ void inject(Scenario scenario, double timeout_s) {
 
 int main(int argc, char **argv) {
   Scenario scenario;
-  if (argc < 2 || !parse(argv[1], &scenario)) {
-    fprintf(stderr, "usage: fault_scenario kill|exit|barrier|stop|partial|idle\n");
+  const bool flooding = argc == 3 && std::strcmp(argv[2], "flood") == 0;
+  if (argc < 2 || argc > 3 || !parse(argv[1], &scenario) || (argc == 3 && !flooding)) {
+    fprintf(stderr, "usage: fault_scenario kill|exit|barrier|stop|partial|idle [flood]\n");
     return 2;
+  }
+  StoreFlood flood;
+  if (flooding) {
+    if (!flood.start()) {
+      fprintf(stderr, "flood: QUORUM_STORE is not a reachable host:port\n");
+      return 2;
+    }
+    // The bootstrap too runs under the flood.
+    while (flood.opened() < 200) usleep(1000);
   }
   quorum_comm_t comm;
   if (quorum_init(&comm) != QUORUM_OK) {
@@ -124,6 +202,8 @@ int main(int argc, char **argv) {
     took = seconds_since(t0);
     if (s != QUORUM_OK) break;
   }
+  const uint64_t flood_at_failure = flood.opened();
+  const bool flood_running_at_failure = flood.running();
   const std::string e = quorum_last_error();
   printf("rank %d: iteration %d: %s after %.2f s: %s\n", rank, iter, quorum_strerror(s), took,
          s == QUORUM_OK ? "" : e.c_str());
@@ -149,6 +229,17 @@ int main(int argc, char **argv) {
   if (fin > 2.5) {
     printf("rank %d: finalize took longer than its grace\n", rank);
     ok = false;
+  }
+  if (flooding) {
+    // The flood must have gone on through the failure and the finalize.
+    const uint64_t total = flood.opened();
+    printf("rank %d: flood: %llu connections, %llu of them after the failure\n", rank,
+           static_cast<unsigned long long>(total),
+           static_cast<unsigned long long>(total - flood_at_failure));
+    if (!flood_running_at_failure || !flood.running()) {
+      printf("rank %d: the flood had stopped before the failure was reported\n", rank);
+      ok = false;
+    }
   }
   if (ok) printf("PASS rank %d\n", rank);
   fflush(stdout);

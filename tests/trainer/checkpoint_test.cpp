@@ -17,6 +17,7 @@
 #include "tests/trainer/train_fixture.hpp"
 #include "trainer/checkpoint.hpp"
 #include "trainer/lr_schedule.hpp"
+#include "trainer/model.hpp"
 #include "trainer/stop_signal.hpp"
 #include "trainer/trainer.hpp"
 
@@ -304,7 +305,7 @@ TEST_F(Training, ResumeRefusesAnotherRun) {
 class RecordingReducer : public GradientReducer {
  public:
   int rank() const override { return 0; }
-  int size() const override { return 1; }
+  int size() const override { return world; }
   Status broadcast_parameters(float *params, size_t count, MemoryKind memory) override {
     ++broadcasts;
     broadcast_count = count;
@@ -315,7 +316,11 @@ class RecordingReducer : public GradientReducer {
   Status reduce_gradients(float *grads, size_t count, MemoryKind, int64_t step,
                           ReduceInfo *info) override {
     EXPECT_NE(grads, nullptr);
-    EXPECT_EQ(count, broadcast_count) << "gradient and parameters differ in size";
+    EXPECT_EQ(count, broadcast_count + Model<float>::kGradControlSlots)
+        << "the gradient and its control slots, or the parameters, have another size";
+    // The stop request: 1 where this rank received a signal, else 0.
+    stop_requests.push_back(grads[count - 1]);
+    if (step == other_rank_stops_at) grads[count - 1] = 0.5f;  // 1 of 2 ranks asked
     steps.push_back(step);
     events.push_back("reduce " + std::to_string(step));
     info->contributors = 1;
@@ -334,6 +339,8 @@ class RecordingReducer : public GradientReducer {
   // One rank: the sums stay; records {loss sum, correct, examples} of each call.
   Status sum_over_ranks(double *values, size_t n) override {
     sums.emplace_back(values, values + n);
+    // The agreement on the stopping signal: the other rank received SIGINT.
+    if (other_rank_stops_at >= 0 && n == size_t(NSIG)) values[SIGINT] += 1;
     if (fail_sum_at == int64_t(sums.size()))
       return fail(QUORUM_ERR_TIMEOUT, "test", "injected at evaluation {}", sums.size());
     return kOk;
@@ -346,7 +353,11 @@ class RecordingReducer : public GradientReducer {
   int broadcasts = 0;
   size_t broadcast_count = 0;
   std::vector<int64_t> steps;
+  std::vector<float> stop_requests;  // this rank's, per step
   int64_t fail_at = -1;
+  // world 2: the (simulated) other rank's stop request arrives with this step.
+  int world = 1;
+  int64_t other_rank_stops_at = -1;
 };
 
 TEST_F(Training, ReducerSeesEveryStepOnce) {
@@ -363,7 +374,7 @@ TEST_F(Training, ReducerSeesEveryStepOnce) {
   EXPECT_EQ(reducer.broadcast_count, r.params.size());
   // Ready ranges: one per layer with parameters (fm-s: 4), last first, tiling the buffer.
   ASSERT_EQ(reducer.ready.size(), 4u);
-  size_t end = r.params.size();
+  size_t end = r.params.size() + Model<float>::kGradControlSlots;
   for (auto [offset, count] : reducer.ready) {
     EXPECT_EQ(offset + count, end);
     end = offset;
@@ -378,10 +389,55 @@ TEST_F(Training, ReducerSeesEveryStepOnce) {
     EXPECT_EQ(reducer.events[3 * i + 2], "reduce " + std::to_string(i));
   }
   EXPECT_DOUBLE_EQ(r.last.times.imbalance, 16 * 0.25);
+  for (float request : reducer.stop_requests) EXPECT_EQ(request, 0.0f);
   RecordingReducer failing;
   failing.fail_at = 5;
   EXPECT_EQ(train(c, be.get(), data_, &failing, nullptr, &r), QUORUM_ERR_PEER_FAILED);
   EXPECT_EQ(failing.steps.size(), 6u);
+}
+
+// Two ranks, and only the other one received a signal: its request arrives
+// in step 6's reduction, so this rank stops after step 6 too (global step 7),
+// writes the checkpoint (rank 0) and reports the other rank's signal; a rank
+// that received one itself sends 1 in the slot from its next step on.
+TEST_F(Training, StopRequestOfAnotherRankStopsThisOneAtTheSameStep) {
+  TempDir d;
+  std::unique_ptr<Backend> be;
+  ASSERT_EQ(make_backend("cpu", BackendOptions{}, &be), kOk);
+  TrainConfig c = cfg_;
+  c.checkpoint_path = d.file("ckpt");
+  RecordingReducer reducer;
+  reducer.world = 2;  // 8 steps per epoch of this rank's shard
+  reducer.other_rank_stops_at = 6;
+  TrainResult r;
+  ASSERT_EQ(train(c, be.get(), data_, &reducer, nullptr, &r), kOk) << last_error();
+  EXPECT_EQ(r.stopped_by_signal, SIGINT);
+  EXPECT_EQ(r.global_step, 7);
+  ASSERT_EQ(reducer.steps.size(), 7u);
+  for (float request : reducer.stop_requests) EXPECT_EQ(request, 0.0f);
+  TrainingState saved;
+  ASSERT_EQ(load_checkpoint(d.file("ckpt"), &saved), kOk) << last_error();
+  EXPECT_EQ(saved.global_step, 7);
+  EXPECT_EQ(saved.world, 2);
+
+  // This rank's own SIGTERM (during step 3) goes out with step 4; both stop
+  // after it, and SIGTERM outranks the other rank's SIGINT.
+  class SignalAt : public TrainObserver {
+   public:
+    void on_step(const StepProgress &p) override {
+      if (p.global_step == 4) request_stop(SIGTERM);
+    }
+  } signal_at;
+  RecordingReducer both;
+  both.world = 2;
+  both.other_rank_stops_at = 4;
+  ASSERT_EQ(train(c, be.get(), data_, &both, &signal_at, &r), kOk) << last_error();
+  request_stop(0);
+  EXPECT_EQ(r.stopped_by_signal, SIGTERM);
+  EXPECT_EQ(r.global_step, 5);
+  ASSERT_EQ(both.stop_requests.size(), 5u);
+  for (size_t i = 0; i < 4; ++i) EXPECT_EQ(both.stop_requests[i], 0.0f) << "step " << i;
+  EXPECT_EQ(both.stop_requests[4], 1.0f);
 }
 
 // Records the evaluations inside epochs.

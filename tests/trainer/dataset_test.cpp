@@ -1,15 +1,22 @@
 // dataset_test.cpp: data loading (IDX gzip and CIFAR-10 files, written here in a
 // temporary folder), the clear errors for missing, truncated, garbage and
-// inconsistent files, batch assembly, and the sharded per-epoch order.
+// inconsistent files, FIFOs and device nodes where files or the folder should
+// be (refused at once, never read), batch assembly, and the sharded per-epoch
+// order.
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
 
+#include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <set>
 #include <string>
+#include <thread>
 
 #include "trainer/dataset.hpp"
 
@@ -181,6 +188,85 @@ TEST(FashionMnistFiles, CountMismatchAndBadLabel) {
   expect_error(d.path(), false, {"20 images", "19 labels"});
   write_gz(d.file("train-labels-idx1-ubyte.gz"), idx_labels(20, 11));
   expect_error(d.path(), false, {"train-labels-idx1-ubyte.gz", "label 10"});
+}
+
+// While alive, a loader stuck opening or reading the FIFO at `path` (the bug
+// these tests guard against) is freed after a few seconds by a writer that
+// opens and closes it, so that a regression fails the test instead of hanging it.
+class FifoRescuer {
+ public:
+  explicit FifoRescuer(std::string path)
+      : thread_([this, path] {
+          const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+          while (!done_.load()) {
+            if (std::chrono::steady_clock::now() >= until) {
+              // ENXIO while nobody has it open for reading: nothing to free.
+              const int fd = ::open(path.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+              if (fd >= 0) ::close(fd);
+              return;
+            }
+            std::this_thread::sleep_for(std::chrono::milliseconds(20));
+          }
+        }) {}
+  ~FifoRescuer() {
+    done_.store(true);
+    thread_.join();
+  }
+
+ private:
+  std::atomic<bool> done_{false};
+  std::thread thread_;
+};
+
+TEST(FashionMnistFiles, FifoAsDataFileIsRefused) {
+  TempDir d;
+  write_small_set(d);
+  const std::string f = d.file("train-labels-idx1-ubyte.gz");
+  std::remove(f.c_str());
+  ASSERT_EQ(mkfifo(f.c_str(), 0600), 0);
+  FifoRescuer rescuer(f);
+  expect_error(d.path(), false, {"train-labels-idx1-ubyte.gz", "is a FIFO, not a regular file"});
+}
+
+TEST(FashionMnistFiles, DeviceAsDataFileIsRefused) {
+  TempDir d;
+  write_small_set(d);
+  // /dev/zero would read as an endless uncompressed file.
+  const std::string f = d.file("t10k-images-idx3-ubyte.gz");
+  std::remove(f.c_str());
+  ASSERT_EQ(symlink("/dev/zero", f.c_str()), 0);
+  expect_error(d.path(), false, {"t10k-images-idx3-ubyte.gz", "is a device, not a regular file"});
+}
+
+TEST(Datasets, FifoOrFileAsDataFolderIsRefused) {
+  TempDir d;
+  const std::string fifo = d.file("fifo");
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  FifoRescuer rescuer(fifo);
+  expect_error(fifo, false, {"data folder", "is a FIFO, not a folder"});
+  DataSplit s;
+  ASSERT_NE(load_cifar10(fifo, &s), kOk);
+  EXPECT_NE(std::string(last_error()).find("is a FIFO, not a folder"), std::string::npos)
+      << last_error();
+  write_raw(d.file("plain"), {1, 2, 3});
+  expect_error(d.file("plain"), false, {"data folder", "is not a folder"});
+  expect_error(d.file("absent"), false, {"data folder", "No such file"});
+}
+
+TEST(Cifar10Files, FifoAsBatchFileIsRefused) {
+  TempDir d;
+  std::vector<uint8_t> batch(10 * 3073);
+  for (const char *f : {"data_batch_1.bin", "data_batch_2.bin", "data_batch_3.bin",
+                        "data_batch_4.bin", "data_batch_5.bin", "test_batch.bin"})
+    write_raw(d.file(f), batch);
+  const std::string f = d.file("data_batch_2.bin");
+  std::remove(f.c_str());
+  ASSERT_EQ(mkfifo(f.c_str(), 0600), 0);
+  FifoRescuer rescuer(f);
+  DataSplit s;
+  ASSERT_NE(load_cifar10(d.path(), &s), kOk);
+  EXPECT_NE(std::string(last_error()).find("data_batch_2.bin: is a FIFO"), std::string::npos)
+      << last_error();
 }
 
 TEST(Cifar10Files, LoadsAndRejectsWrongSize) {

@@ -1,7 +1,8 @@
 #!/bin/bash
 # files_test.sh: quorum-train's and quorum-bench's files under hostile paths
 # and failing disks. A FIFO as --checkpoint is refused (never replaced); a
-# FIFO or /dev/zero as --resume fails at once; a write error on --log, on
+# FIFO or /dev/zero as --resume fails at once, and so does a FIFO as --data-dir
+# or as a data file in it; a write error on --log, on
 # stdout (/dev/full) or on quorum-bench's --json-out gives a non-zero exit
 # naming the file; SIGTERM during a run with --checkpoint saves it at the next
 # step, exits 143, and the resumed run ends bit for bit like an uninterrupted one.
@@ -31,6 +32,13 @@ expect_error "FIFO as --checkpoint" "is a FIFO, not a regular file" \
 [ -p "$tmp/fifo" ] || fail "the FIFO given as --checkpoint was replaced"
 expect_error "FIFO as --resume" "not a regular file" "$train" "${common[@]}" --resume "$tmp/fifo"
 expect_error "/dev/zero as --resume" "not a regular file" "$train" "${common[@]}" --resume /dev/zero
+expect_error "FIFO as --data-dir" "is a FIFO, not a folder" \
+  "$train" --data fashion-mnist --data-dir "$tmp/fifo" --max-steps 1
+mkdir "$tmp/data"
+mkfifo "$tmp/data/train-images-idx3-ubyte.gz"
+expect_error "FIFO as a data file" "train-images-idx3-ubyte.gz: is a FIFO, not a regular file" \
+  "$train" --data fashion-mnist --data-dir "$tmp/data" --no-verify-data --max-steps 1
+rm -r "$tmp/data"
 left=$(ls "$tmp" | grep -v -x -e fifo -e out)
 [ -z "$left" ] || fail "files left behind: $left"
 

@@ -37,14 +37,37 @@ void restart_server() {
   if (quorum::TcpStoreServer::start(o, &g_server) != quorum::kOk) std::abort();
 }
 
+// Connects to the server. Millions of short connections can run the host
+// out of local ports for a moment (EADDRNOTAVAIL): retry for a while; the
+// harness, not the server, is out of resources then. Any other failure, or
+// one that lasts 10 s, aborts (the server stopped listening: a finding).
 int connect_to(int port) {
-  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   sockaddr_in a{};
   a.sin_family = AF_INET;
   a.sin_port = htons(static_cast<uint16_t>(port));
   a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (fd < 0 || connect(fd, reinterpret_cast<sockaddr *>(&a), sizeof(a)) != 0) std::abort();
-  return fd;
+  for (int attempt = 0; attempt < 1000; ++attempt) {
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) break;
+    if (connect(fd, reinterpret_cast<sockaddr *>(&a), sizeof(a)) == 0) return fd;
+    const int err = errno;
+    close(fd);
+    if (err != EADDRNOTAVAIL && err != EAGAIN) {
+      std::fprintf(stderr, "fuzz_store_wire: connect: %s\n", std::strerror(err));
+      break;
+    }
+    usleep(10000);
+  }
+  std::fprintf(stderr, "fuzz_store_wire: cannot connect to the store on port %d\n", port);
+  std::abort();
+}
+
+// Closes with a reset once every reply was read, so that the client side
+// leaves no TIME_WAIT entry (which is what runs the local ports out).
+void close_now(int fd) {
+  const linger reset{1, 0};
+  setsockopt(fd, SOL_SOCKET, SO_LINGER, &reset, sizeof(reset));
+  close(fd);
 }
 
 // Writes all of `data` while draining replies, so that neither side blocks
@@ -104,7 +127,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   int fd = connect_to(g_server->port());
   std::vector<uint8_t> replies;
   exchange(fd, message.data(), message.size(), &replies);
-  close(fd);
+  close_now(fd);
   // Every reply is a header with a reply code (and Get's value after it).
   size_t at = 0;
   while (replies.size() - at >= kHeaderBytes) {

@@ -38,9 +38,11 @@ void restart_server() {
 }
 
 // Connects to the server. Millions of short connections can run the host
-// out of local ports for a moment (EADDRNOTAVAIL): retry for a while; the
-// harness, not the server, is out of resources then. Any other failure, or
-// one that lasts 10 s, aborts (the server stopped listening: a finding).
+// out of local ports for a moment (EADDRNOTAVAIL), and a connect waiting for
+// room in the server's backlog is interrupted by libFuzzer's timer (EINTR):
+// retry those for a while; the harness, not the server, is short then. Any
+// other failure, or one that lasts 10 s, aborts (the server stopped
+// listening: a finding).
 int connect_to(int port) {
   sockaddr_in a{};
   a.sin_family = AF_INET;
@@ -52,7 +54,7 @@ int connect_to(int port) {
     if (connect(fd, reinterpret_cast<sockaddr *>(&a), sizeof(a)) == 0) return fd;
     const int err = errno;
     close(fd);
-    if (err != EADDRNOTAVAIL && err != EAGAIN) {
+    if (err != EADDRNOTAVAIL && err != EAGAIN && err != EINTR) {
       std::fprintf(stderr, "fuzz_store_wire: connect: %s\n", std::strerror(err));
       break;
     }

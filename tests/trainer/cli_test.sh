@@ -157,20 +157,22 @@ for l in lines:
     assert re.match(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ ", l), f"text line without a time: {l!r}"
 # The same epoch numbers (from 1) in text and JSON: epoch reports, the
 # evaluations inside epochs, and progress lines against the step records.
-text_epochs = [int(m) for m in re.findall(r"Z epoch (\d+)(?: \(partial\))?: train loss", "\n".join(lines))]
+text = "\n".join(lines)
+text_epochs = [int(m) for m in re.findall(r"Z epoch (\d+)(?: \(partial\))?: train loss", text)]
 json_epochs = [r["epoch"] for r in records if r["event"] == "epoch"]
 assert text_epochs and text_epochs == json_epochs, f"epochs: text {text_epochs}, JSON {json_epochs}"
-text_evals = [(int(e), int(s)) for e, s in re.findall(r"Z epoch (\d+) step (\d+): test loss", "\n".join(lines))]
+text_evals = [(int(e), int(s)) for e, s in re.findall(r"Z epoch (\d+) step (\d+): test loss", text)]
 json_evals = [(r["epoch"], r["step_in_epoch"]) for r in records if r["event"] == "eval"]
 assert text_evals and text_evals == json_evals, f"evals: text {text_evals}, JSON {json_evals}"
 steps = {r["step"]: r["epoch"] for r in records if r["event"] == "step"}
-progress = re.findall(r"Z epoch (\d+)/\d+ step (\d+)/(\d+) loss", "\n".join(lines))
+progress = re.findall(r"Z epoch (\d+)/\d+ step (\d+)/(\d+) loss", text)
 assert progress, "no progress lines"
 for e, s, n in progress:
     e, s = int(e), int(s)
     assert int(n) == spe, f"progress line of {n} steps per epoch, start record {spe}"
     step = (e - 1) * spe + s
-    assert steps.get(step) == e, f"progress epoch {e} step {s}: step record {step} says epoch {steps.get(step)}"
+    assert steps.get(step) == e, \
+        f"progress epoch {e} step {s}: step record {step} says epoch {steps.get(step)}"
 assert min(json_epochs) >= 1 and max(json_epochs) <= start["epochs"], f"epochs {json_epochs}"
 # Training times rise through the run.
 seconds = [r["train_seconds"] for r in records if "train_seconds" in r and r["event"] != "start"]
@@ -205,9 +207,12 @@ assert reached > 0 and abs(second[0]["start_train_seconds"] - reached) < 1e-9, \
 later = [r["train_seconds"] for r in second[1:] if "train_seconds" in r]
 assert later and min(later) > reached, f"resumed part's times {later[:3]}... not above {reached}"
 # The epoch cut at step 70 (epoch 2) goes on under the same number.
-assert first[-1]["epoch"] == 2 and [r["epoch"] for r in second if r["event"] == "epoch"] == [2], records
-summary = [float(re.search(r"train_seconds=([0-9.]+)", open(p).read()).group(1)) for p in sys.argv[2:4]]
-assert summary[1] > summary[0] > 0, f"summary train_seconds: first part {summary[0]}, resumed {summary[1]}"
+resumed_epochs = [r["epoch"] for r in second if r["event"] == "epoch"]
+assert first[-1]["epoch"] == 2 and resumed_epochs == [2], records
+summary = [float(re.search(r"train_seconds=([0-9.]+)", open(p).read()).group(1))
+           for p in sys.argv[2:4]]
+assert summary[1] > summary[0] > 0, \
+    f"summary train_seconds: first part {summary[0]}, resumed {summary[1]}"
 PY
   fail "training time across the resume: $(tail -3 "$tmp/check")"
 want=$(grep -o 'done:.*' "$tmp/whole")
@@ -233,7 +238,8 @@ grep -q "nothing to train: .* at step 70, and --max-steps 60 stops at step 60" "
 for f in finished at past; do
   grep -q "summary reduce=" "$tmp/$f" && fail "$f: a summary of no training: $(cat "$tmp/$f")"
 done
-[ "$(grep -o 'done:.*' "$tmp/finished")" = "$want" ] || fail "finished run: not the checkpoint's parameters"
+[ "$(grep -o 'done:.*' "$tmp/finished")" = "$want" ] ||
+  fail "finished run: not the checkpoint's parameters"
 
 # Test images of another size than the model's (unchecked IDX files): refused.
 python3 "$(dirname "$0")/make_idx.py" "$tmp/idx32" 64 16 32

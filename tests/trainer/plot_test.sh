@@ -112,7 +112,8 @@ assert set(runs) == {"local", "solo", "sync", "resumed"}, runs
 assert all(len(c) == 1 for c in runs.values()), f"a run in several colours: {runs}"
 assert len({next(iter(c)) for c in runs.values()}) == 4, f"runs sharing a colour: {runs}"
 # Every unlabelled line (epoch markers, the resume's dotted line) has its run's colour.
-assert all(c <= set().union(*runs.values()) for k, c in colours.items() if k.startswith("_")), colours
+run_colours = set().union(*runs.values())
+assert all(c <= run_colours for k, c in colours.items() if k.startswith("_")), colours
 PY
 else
   echo "note: $py has no matplotlib; drawing not checked"
@@ -122,9 +123,11 @@ fi
 "$py" "$plot" --summary "$tmp/r.jsonl" >"$tmp/resumed" 2>&1 || fail "resumed: $(cat "$tmp/resumed")"
 "$py" "$plot" --summary "$tmp/r1.jsonl" "$tmp/r2.jsonl" >"$tmp/resumed2" 2>&1 ||
   fail "resumed in two logs: $(cat "$tmp/resumed2")"
-[ "$(wc -l <"$tmp/resumed")" -eq 1 ] && grep -q "^local, 1 rank, 2 ep: 2 epochs, .*resumed 1x" "$tmp/resumed" ||
+[ "$(wc -l <"$tmp/resumed")" -eq 1 ] &&
+  grep -q "^local, 1 rank, 2 ep: 2 epochs, .*resumed 1x" "$tmp/resumed" ||
   fail "resumed run not one run: $(cat "$tmp/resumed")"
-cmp -s "$tmp/resumed" "$tmp/resumed2" || fail "one log: $(cat "$tmp/resumed"); two: $(cat "$tmp/resumed2")"
+cmp -s "$tmp/resumed" "$tmp/resumed2" ||
+  fail "one log: $(cat "$tmp/resumed"); two: $(cat "$tmp/resumed2")"
 # Its training time ends where the resumed part's summary line says (which
 # counts from the checkpoint's time), above the first part's.
 total=$(grep -o 'train_seconds=[0-9.]*' "$tmp/r2" | cut -d= -f2)

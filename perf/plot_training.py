@@ -11,11 +11,17 @@ accuracy at each evaluation (epoch ends, and inside epochs with
 --target (percent). Training time leaves the evaluations out, as the summary
 line's train_seconds does.
 A log holding several runs (--log appends) is split at each start record.
-Each run is labelled from its start record (reduction, ranks, options) unless
---label names it (once per run, in order). --summary prints one line per run
-instead of drawing (no matplotlib needed), with when it first reached
---target if given. Default OUT: the first log's name
-with .png."""
+A start record of a resumed run (start_step above 0: --resume) continues the
+run before it, in the same log or an earlier one, when both train the same
+recipe (model, data, batch, seed, ranks, reduction): they are drawn as one
+run whose training time goes on where the checkpoint left it (logs from
+before the checkpoint carried it: where the earlier part's records end), with
+a dotted line at each resume, and the earlier part's records past the
+checkpoint's step (steps trained again) left out. Each run has one colour on
+every panel. Each run is labelled from its start record (reduction, ranks,
+options) unless --label names it (once per run, in order). --summary prints
+one line per run instead of drawing (no matplotlib needed), with when it
+first reached --target if given. Default OUT: the first log's name with .png."""
 import argparse
 import json
 import sys
@@ -25,13 +31,47 @@ def fail(message):
     sys.exit(f"plot_training.py: {message}")
 
 
-def read_runs(path):
-    """The runs of one log: dicts with start, steps, evals and epochs."""
+# What a resumed part must share with the run it continues.
+SAME_RUN_KEYS = ("model", "data", "train_limit", "batch", "seed", "ranks", "reduce")
+
+
+def new_run(start, where):
+    return {"start": start, "where": where, "steps": [], "evals": [], "epochs": [], "resumes": []}
+
+
+def continues(run, start):
+    """Whether start record `start` resumes `run` (the same recipe, a later step)."""
+    return (int(start.get("start_step", 0) or 0) > 0
+            and all(run["start"].get(k) == start.get(k) for k in SAME_RUN_KEYS))
+
+
+def resume(run, start):
+    """Continues `run` with a resumed part: returns the offset of the part's
+    training times (0 when its start record carries the time so far)."""
+    step = int(start["start_step"])
+    # Steps after the checkpoint were trained again by this part.
+    run["steps"] = [p for p in run["steps"] if p[2] <= step]
+    run["evals"] = [p for p in run["evals"] if p[2] <= step]
+    before = max([p[0] for key in ("steps", "evals", "epochs") for p in run[key]], default=0.0)
+    carried = float(start.get("start_train_seconds", 0) or 0)
+    offset = 0.0 if carried > 0 else before
+    run["resumes"].append(carried if carried > 0 else before)
+    return offset
+
+
+def read_runs(path, earlier=()):
+    """The runs of one log: dicts with start, steps, evals and epochs (times
+    in training seconds), and the training times where it was resumed. A
+    resumed part continues a run of this log or of `earlier` (the runs of the
+    logs before it), which it then extends instead of returning."""
     try:
         lines = open(path, encoding="utf-8").read().splitlines()
     except OSError as e:
         fail(f"cannot read {path}: {e.strerror}")
     runs = []
+    previous = list(earlier)
+    current = None  # the run the records belong to
+    offset = 0.0
     for number, line in enumerate(lines, 1):
         if not line.strip():
             continue
@@ -44,35 +84,60 @@ def read_runs(path):
             fail(f"{path}:{number}: not a quorum-train record "
                  "(no event start, step, eval or epoch)")
         if event == "start":
-            runs.append({"start": record, "steps": [], "evals": [], "epochs": []})
+            last = (runs or previous or [None])[-1]
+            if last is not None and continues(last, record):
+                offset = resume(last, record)
+                current = last
+            else:
+                offset = 0.0
+                current = new_run(record, (path, len(runs) + 1))
+                runs.append(current)
             continue
-        if not runs:
+        if current is None:
             fail(f"{path}:{number}: a {event} record before any start record")
         try:
+            seconds = offset + float(record["train_seconds"])
             if event == "step":
-                runs[-1]["steps"].append((float(record["train_seconds"]), float(record["loss"])))
+                current["steps"].append((seconds, float(record["loss"]), int(record["step"])))
             elif event == "eval":
-                runs[-1]["evals"].append((float(record["train_seconds"]),
-                                          100 * float(record["test_accuracy"])))
+                current["evals"].append((seconds, 100 * float(record["test_accuracy"]),
+                                         int(record["step"])))
             else:
-                runs[-1]["epochs"].append((float(record["train_seconds"]),
-                                           float(record["train_loss"]),
-                                           100 * float(record["test_accuracy"])))
+                current["epochs"].append((seconds, float(record["train_loss"]),
+                                          100 * float(record["test_accuracy"]),
+                                          record.get("epoch")))
         except (KeyError, TypeError, ValueError) as e:
             fail(f"{path}:{number}: {event} record without a usable {e}")
-    if not runs:
+    if current is None:
         fail(f"{path}: no start record (is it a quorum-train --log file?)")
-    for i, run in enumerate(runs, 1):
-        if not run["epochs"]:
-            fail(f"{path}: run {i} has no epoch record (stopped before its first epoch ended?)")
-    for run in runs:
-        # Every evaluation, in time order: (training seconds, test accuracy %).
-        run["accuracy"] = sorted(run["evals"] + [(e[0], e[2]) for e in run["epochs"]])
     return runs
+
+
+def read_all(paths):
+    """The runs of every log, a resumed part joined to the run it continues."""
+    runs = []
+    for path in paths:
+        runs += read_runs(path, runs)
+    for run in runs:
+        if not run["epochs"]:
+            path, i = run["where"]
+            fail(f"{path}: run {i} has no epoch record (stopped before its first epoch ended?)")
+        # Every evaluation, in time order: (training seconds, test accuracy %).
+        run["accuracy"] = sorted([e[:2] for e in run["evals"]] +
+                                 [(e[0], e[2]) for e in run["epochs"]])
+    return runs
+
+
+def epochs_trained(run):
+    """Epochs the run reported (an epoch cut by --max-steps and finished after
+    a resume counts once)."""
+    numbers = [e[3] for e in run["epochs"]]
+    return len(set(numbers)) if None not in numbers else len(numbers)
 
 
 def smoothed(points, n):
     """Means of each n consecutive (x, y) points (the last group may be shorter)."""
+    points = [p[:2] for p in points]
     groups = [points[i:i + n] for i in range(0, len(points), n)]
     return [(sum(p[0] for p in g) / len(g), sum(p[1] for p in g) / len(g)) for g in groups]
 
@@ -107,7 +172,7 @@ def main():
     if args.smooth < 1:
         fail(f"--smooth {args.smooth}: give 1 or more step records per point")
 
-    runs = [run for path in args.logs for run in read_runs(path)]
+    runs = read_all(args.logs)
     if len(args.label) > len(runs):
         fail(f"{len(args.label)} labels for {len(runs)} runs")
     for i, run in enumerate(runs):
@@ -115,14 +180,17 @@ def main():
 
     if args.summary:
         for run in runs:
-            seconds, _, accuracy = run["epochs"][-1]
+            seconds, _, accuracy, _ = run["epochs"][-1]
             best = max(a for _, a in run["accuracy"])
-            line = (f"{run['label']}: {len(run['epochs'])} epochs, {seconds:.2f} s, "
+            resumed = len(run["resumes"])
+            line = (f"{run['label']}: {epochs_trained(run)} epochs, {seconds:.2f} s, "
                     f"test accuracy {accuracy:.2f}% (best {best:.2f}%)")
             if args.target is not None:
                 reach = next((t for t, a in run["accuracy"] if a >= args.target), None)
                 line += (f", {args.target:g}% at {reach:.2f} s" if reach is not None
                          else f", never {args.target:g}%")
+            if resumed:
+                line += f", resumed {resumed}x"
             print(line)
         return 0
 
@@ -135,19 +203,21 @@ def main():
     import matplotlib.pyplot as plt
 
     fig, (loss_ax, acc_ax) = plt.subplots(1, 2, figsize=(12, 4.5))
-    for run in runs:
+    # One colour per run, the same on every panel.
+    palette = plt.rcParams["axes.prop_cycle"].by_key().get("color", ["C0"])
+    for i, run in enumerate(runs):
+        color = palette[i % len(palette)]
         epochs = run["epochs"]
-        line = None
         if run["steps"]:
-            line, = loss_ax.plot(*zip(*smoothed(run["steps"], args.smooth)), linewidth=1,
-                                 alpha=0.8)
-        color = line.get_color() if line else None
+            loss_ax.plot(*zip(*smoothed(run["steps"], args.smooth)), linewidth=1, alpha=0.8,
+                         color=color, label=run["label"])
         loss_ax.plot([e[0] for e in epochs], [e[1] for e in epochs], "o", color=color,
-                     markersize=4, label=None if line else run["label"])
-        if line:
-            line.set_label(run["label"])
+                     markersize=4, label=None if run["steps"] else run["label"])
         acc_ax.plot(*zip(*run["accuracy"]), "o-", color=color, markersize=4 if
                     len(run["accuracy"]) == len(epochs) else 2, label=run["label"])
+        for at in run["resumes"]:
+            for ax in (loss_ax, acc_ax):
+                ax.axvline(at, color=color, linestyle=":", linewidth=1)
     if args.target is not None:
         acc_ax.axhline(args.target, color="gray", linestyle="--", linewidth=1,
                        label=f"target {args.target:g}%")
@@ -155,7 +225,8 @@ def main():
                 title="training loss (steps" + (f", means of {args.smooth}" if args.smooth > 1
                                                 else "") + "; markers: epoch means)")
     acc_ax.set(xlabel="training time (s)", ylabel="test accuracy (%)",
-               title="test accuracy at each evaluation")
+               title="test accuracy at each evaluation" +
+               ("; dotted: resumed" if any(run["resumes"] for run in runs) else ""))
     for ax in (loss_ax, acc_ax):
         ax.grid(True, alpha=0.3)
         ax.legend(fontsize=8)

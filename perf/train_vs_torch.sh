@@ -70,7 +70,7 @@ for r, q, t in rows:
     rw = q["images_per_s"] / t["images_per_s"]
     rc = q["images_per_cpu_s"] / t["images_per_cpu_s"]
     wall.append(rw); cpu.append(rc)
-    print(f"{r:>5} {q['epoch'] + 1:>5} | {q['train_loss']:>11.4f} {100 * q['test_accuracy']:>6.2f}"
+    print(f"{r:>5} {q['epoch']:>5} | {q['train_loss']:>11.4f} {100 * q['test_accuracy']:>6.2f}"
           f" {q['images_per_s']:>7.0f} {q['images_per_cpu_s']:>9.0f} | {t['train_loss']:>10.4f}"
           f" {100 * t['test_accuracy']:>6.2f} {t['images_per_s']:>7.0f} {t['images_per_cpu_s']:>9.0f}"
           f" | {rw:>5.2f} {rc:>9.2f}")

@@ -102,7 +102,7 @@ first_at_target() {
       if (match($0, /"test_accuracy":[-0-9.e]+/)) acc = substr($0, RSTART + 16, RLENGTH - 16)
       if (match($0, /"train_seconds":[-0-9.e]+/)) s = substr($0, RSTART + 16, RLENGTH - 16)
       if (match($0, /"step":[0-9]+/)) st = substr($0, RSTART + 7, RLENGTH - 7)
-      else if (match($0, /"epoch":[0-9]+/)) st = (substr($0, RSTART + 8, RLENGTH - 8) + 1) * spe
+      else if (match($0, /"epoch":[0-9]+/)) st = substr($0, RSTART + 8, RLENGTH - 8) * spe
       if (100 * acc >= t) { print s, st; exit }
     }' "$1"
 }

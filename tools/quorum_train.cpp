@@ -8,7 +8,9 @@
 // time split into data / forward / backward / reduce / update / injected
 // imbalance, fresh contributions, and a parameter checksum that every epoch is
 // compared across ranks. --log writes the same as JSON lines; the last line is
-// a one-line summary (time to each epoch's accuracy) for scripts.
+// a one-line summary (time to each epoch's accuracy) for scripts. Every line
+// and record starts with its wall-clock time (UTC); epochs count from 1 in
+// both; training times continue across --resume (the checkpoint carries them).
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -25,6 +27,7 @@
 #include "runtime/status.hpp"
 #include "tools/cli_common.hpp"
 #include "tools/quorum_train_checks.hpp"
+#include "tools/wall_time.hpp"
 #include "trainer/backend.hpp"
 #include "trainer/checkpoint.hpp"
 #include "trainer/dataset.hpp"
@@ -48,6 +51,17 @@ std::string format_duration(double s) {
   if (t >= 3600) return fmt::format("{}h{:02}m", t / 3600, (t / 60) % 60);
   if (t >= 60) return fmt::format("{}m{:02}s", t / 60, t % 60);
   return fmt::format("{}s", t);
+}
+
+// A text report line starts with its wall-clock time, to the second.
+std::string stamp() {
+  return quorum_tools::utc_now(quorum_tools::TimePrecision::Seconds) + " ";
+}
+
+std::string host_name() {
+  char host[256] = {0};
+  if (gethostname(host, sizeof(host) - 1) != 0) return "?";
+  return host;
 }
 
 // The training recipe: what every rank must share, and what the JSON start
@@ -82,7 +96,10 @@ class ConsoleObserver : public qt::TrainObserver {
   }
   // What the run does besides the training recipe (ranks, reduction,
   // imbalance), for the JSON start record.
-  void set_run_info(json info) { run_info_ = std::move(info); }
+  void set_run_info(json info) {
+    run_info_ = std::move(info);
+    ranks_ = run_info_.value("ranks", 1);
+  }
   bool replicas_agree() const { return replicas_agree_; }
   // One point per test evaluation: when (cumulative training seconds, and
   // epochs trained, fractional inside an epoch) and the test accuracy.
@@ -91,23 +108,33 @@ class ConsoleObserver : public qt::TrainObserver {
   };
   const std::vector<CurvePoint> &curve() const { return curve_; }
 
-  void on_start(const qt::TrainConfig &c, size_t params, int64_t steps_per_epoch,
-                int64_t start_step) override {
+  void on_start(const qt::TrainConfig &c, const qt::RunStart &s) override {
     epochs_ = c.epochs;
-    steps_per_epoch_ = std::max<int64_t>(1, steps_per_epoch);
+    steps_per_epoch_ = std::max<int64_t>(1, s.steps_per_epoch);
     if (rank_ != 0) return;
-    std::printf("model %s: %zu parameters, batch %d, %lld steps per epoch%s\n", c.model.c_str(),
-                params, c.batch, static_cast<long long>(steps_per_epoch),
-                start_step > 0 ? fmt::format(", resumed at step {}", start_step).c_str() : "");
+    const std::string resumed = s.start_step > 0
+                                    ? fmt::format(", resumed at step {} after {:.2f} s of training",
+                                                  s.start_step, s.start_train_seconds)
+                                    : "";
+    std::printf(
+        "%squorum-train (quorum %s) on %s, %d rank%s, backend %s, model %s: %zu "
+        "parameters, batch %d, %lld steps per epoch%s\n",
+        stamp().c_str(), quorum_version(), host_name().c_str(), ranks_, ranks_ == 1 ? "" : "s",
+        run_info_.value("backend", "?").c_str(), c.model.c_str(), s.param_count, c.batch,
+        static_cast<long long>(s.steps_per_epoch), resumed.c_str());
     std::fflush(stdout);
     if (log_) {
       json start{{"event", "start"},
-                 {"parameters", params},
-                 {"steps_per_epoch", steps_per_epoch},
-                 {"start_step", start_step}};
+                 {"quorum_version", quorum_version()},
+                 {"host", host_name()},
+                 {"parameters", s.param_count},
+                 {"steps_per_epoch", s.steps_per_epoch},
+                 {"start_step", s.start_step},
+                 {"start_train_seconds", s.start_train_seconds}};
+      if (!c.resume_path.empty()) start["resume"] = c.resume_path;
       start.update(recipe_of(c));
       start.update(run_info_);
-      *log_ << start.dump() << "\n";
+      write_record(std::move(start));
     }
   }
 
@@ -136,45 +163,48 @@ class ConsoleObserver : public qt::TrainObserver {
   }
 
   std::string progress_line(const qt::StepProgress &p) const {
-    return fmt::format("epoch {}/{} step {}/{} loss {:.4f} {:.0f} img/s ETA {}", p.epoch + 1,
-                       epochs_, p.step_in_epoch, p.steps_per_epoch, p.loss, p.images_per_s,
-                       format_duration(p.eta_s));
+    return fmt::format("{}epoch {}/{} step {}/{} loss {:.4f} {:.0f} img/s ETA {}", stamp(),
+                       p.epoch + 1, epochs_, p.step_in_epoch, p.steps_per_epoch, p.loss,
+                       p.images_per_s, format_duration(p.eta_s));
+  }
+
+  // One JSON record, stamped with the wall-clock time.
+  void write_record(json record) {
+    record["time"] = quorum_tools::utc_now();
+    *log_ << record.dump() << "\n";
   }
 
   void log_step(const qt::StepProgress &p) {
     if (log_ && log_every_ > 0 && p.global_step % log_every_ == 0)
-      *log_ << json{{"event", "step"},
-                    {"epoch", p.epoch},
+      write_record({{"event", "step"},
+                    {"epoch", p.epoch + 1},
                     {"step", p.global_step},
                     {"loss", p.loss},
                     {"lr", p.lr},
                     {"images_per_s", p.images_per_s},
-                    {"train_seconds", train_seconds_ + p.epoch_seconds}}
-                   .dump()
-            << "\n";
+                    {"train_seconds", p.train_seconds}});
   }
 
   void on_eval(const qt::EvalReport &e) override {
-    curve_.push_back({train_seconds_ + e.epoch_seconds, e.test_accuracy,
+    curve_.push_back({e.train_seconds, e.test_accuracy,
                       double(e.epoch) + double(e.step_in_epoch) / double(steps_per_epoch_)});
     if (rank_ != 0) return;
     end_progress_line();
-    std::printf("epoch %lld step %lld: test loss %.4f acc %.2f%% | %.2f s training | eval %.2f s\n",
-                static_cast<long long>(e.epoch + 1), static_cast<long long>(e.step_in_epoch),
-                e.test_loss, 100 * e.test_accuracy, train_seconds_ + e.epoch_seconds,
-                e.eval_seconds);
+    std::printf(
+        "%sepoch %lld step %lld: test loss %.4f acc %.2f%% | %.2f s training | eval %.2f s\n",
+        stamp().c_str(), static_cast<long long>(e.epoch + 1),
+        static_cast<long long>(e.step_in_epoch), e.test_loss, 100 * e.test_accuracy,
+        e.train_seconds, e.eval_seconds);
     std::fflush(stdout);
     if (log_) {
-      *log_ << json{{"event", "eval"},
-                    {"epoch", e.epoch},
+      write_record({{"event", "eval"},
+                    {"epoch", e.epoch + 1},
                     {"step", e.global_step},
                     {"step_in_epoch", e.step_in_epoch},
                     {"test_loss", e.test_loss},
                     {"test_accuracy", e.test_accuracy},
-                    {"train_seconds", train_seconds_ + e.epoch_seconds},
-                    {"eval_seconds", e.eval_seconds}}
-                   .dump()
-            << "\n";
+                    {"train_seconds", e.train_seconds},
+                    {"eval_seconds", e.eval_seconds}});
       log_->flush();
     }
   }
@@ -186,19 +216,18 @@ class ConsoleObserver : public qt::TrainObserver {
       QUORUM_CHECK(reducer_->check_replicas(r.param_crc32, &agree));
       replicas_agree_ = replicas_agree_ && agree;
     }
-    train_seconds_ += r.seconds;
     curve_.push_back(
-        {train_seconds_, r.test_accuracy,
+        {r.train_seconds, r.test_accuracy,
          double(r.epoch) + (r.complete ? 1.0 : double(r.steps) / double(steps_per_epoch_))});
     if (rank_ != 0) return quorum::kOk;
     end_progress_line();
     std::printf(
-        "epoch %lld%s: train loss %.4f acc %.2f%% | test loss %.4f acc %.2f%% | %.0f img/s | "
+        "%sepoch %lld%s: train loss %.4f acc %.2f%% | test loss %.4f acc %.2f%% | %.0f img/s | "
         "%.0f img/cpu-s | %.2f s: data %.2f forward %.2f backward %.2f reduce %.2f update %.2f | "
         "eval %.2f s | imbalance %.2f s | fresh %.2f carried %lld (%.2f steps late) "
         "skipped %lld | params crc32 %08x sum %.6f%s\n",
-        static_cast<long long>(r.epoch + 1), r.complete ? "" : " (partial)", r.train_loss,
-        100 * r.train_accuracy, r.test_loss, 100 * r.test_accuracy, r.images_per_s,
+        stamp().c_str(), static_cast<long long>(r.epoch + 1), r.complete ? "" : " (partial)",
+        r.train_loss, 100 * r.train_accuracy, r.test_loss, 100 * r.test_accuracy, r.images_per_s,
         r.images_per_cpu_s, r.seconds, r.times.data, r.times.forward, r.times.backward,
         r.times.reduce, r.times.update, r.eval_seconds, r.times.imbalance, r.mean_contributors,
         static_cast<long long>(r.carried), r.mean_staleness, static_cast<long long>(r.skipped),
@@ -208,8 +237,8 @@ class ConsoleObserver : public qt::TrainObserver {
                             : " (REPLICAS DIFFER)");
     std::fflush(stdout);
     if (log_) {
-      *log_ << json{{"event", "epoch"},
-                    {"epoch", r.epoch},
+      write_record({{"event", "epoch"},
+                    {"epoch", r.epoch + 1},
                     {"complete", r.complete},
                     {"steps", r.steps},
                     {"train_loss", r.train_loss},
@@ -218,7 +247,7 @@ class ConsoleObserver : public qt::TrainObserver {
                     {"test_accuracy", r.test_accuracy},
                     {"images_per_s", r.images_per_s},
                     {"seconds", r.seconds},
-                    {"train_seconds", train_seconds_},
+                    {"train_seconds", r.train_seconds},
                     {"cpu_seconds", r.cpu_seconds},
                     {"images_per_cpu_s", r.images_per_cpu_s},
                     {"time_data", r.times.data},
@@ -235,9 +264,7 @@ class ConsoleObserver : public qt::TrainObserver {
                     {"eval_seconds", r.eval_seconds},
                     {"lr", r.lr},
                     {"param_crc32", fmt::format("{:08x}", r.param_crc32)},
-                    {"param_sum", r.param_sum}}
-                   .dump()
-            << "\n";
+                    {"param_sum", r.param_sum}});
       log_->flush();
     }
     return quorum::kOk;
@@ -251,10 +278,10 @@ class ConsoleObserver : public qt::TrainObserver {
   int epochs_ = 0;
   int64_t steps_per_epoch_ = 1;
   int rank_ = 0;
+  int ranks_ = 1;
   json run_info_ = json::object();
   qt::CollectiveReducer *reducer_ = nullptr;
   bool replicas_agree_ = true;
-  double train_seconds_ = 0;
   std::vector<CurvePoint> curve_;
   bool line_open_ = false;
   std::chrono::steady_clock::time_point last_draw_{};
@@ -593,12 +620,12 @@ int main(int argc, char **argv) {
             ? fmt::format("and --max-steps {} stops at step {}", cfg.max_steps, cfg.max_steps)
             : fmt::format("at or past the end of its --epochs {} (give more to train on)",
                           cfg.epochs);
-    std::printf("nothing to train: the run in %s is at step %lld, %s\n", cfg.resume_path.c_str(),
-                static_cast<long long>(result.start_step), where.c_str());
+    std::printf("%snothing to train: the run in %s is at step %lld, %s\n", stamp().c_str(),
+                cfg.resume_path.c_str(), static_cast<long long>(result.start_step), where.c_str());
   }
   if (rank == 0) {
-    std::printf("done: %lld steps, params crc32 %08x\n", static_cast<long long>(result.global_step),
-                qt::params_crc32(result.params));
+    std::printf("%sdone: %lld steps, params crc32 %08x\n", stamp().c_str(),
+                static_cast<long long>(result.global_step), qt::params_crc32(result.params));
     std::fflush(stdout);
   }
   if (rank == 0 && trained) {
@@ -614,9 +641,9 @@ int main(int argc, char **argv) {
         dist && bucket_kb > 0 ? fmt::format(" bucket_allreduces={}", dist->last_step_allreduces())
                               : "";
     std::printf(
-        "summary reduce=%s ranks=%d imbalance=%s train_seconds=%.2f test_accuracy=%.2f "
+        "%ssummary reduce=%s ranks=%d imbalance=%s train_seconds=%.2f test_accuracy=%.2f "
         "replicas=%s drained_l1=%.3g%s curve=%s\n",
-        dist ? dist->name() : "local", dist ? dist->size() : 1,
+        stamp().c_str(), dist ? dist->name() : "local", dist ? dist->size() : 1,
         imbalance.empty() ? "none" : imbalance.c_str(),
         observer.curve().empty() ? 0.0 : observer.curve().back().seconds,
         100 * result.last.test_accuracy, observer.replicas_agree() ? "agree" : "DIFFER", drained,

@@ -3,9 +3,12 @@
 //   u64 seed | i32 batch | i32 world | u64 train_count | i64 steps_per_epoch |
 //   i64 global_step, epoch, step_in_epoch | f64 loss sum | i64 correct, images |
 //   u64 count | f32 params[count] | f32 momentum[count] | u64 ema_count (0 or count) |
-//   f32 ema[ema_count] | u32 CRC32 of all before.
+//   f32 ema[ema_count] | f64 train_seconds | u32 CRC32 of all before.
 // Version 2 added the data set name, train_count and steps_per_epoch; version 3
-// the parameters' moving average (version 2 files are read as having none).
+// the parameters' moving average (version 2 files are read as having none);
+// version 4 the training time so far (older files are read as 0 s: a resumed
+// run's times then count from the resume). Each version only appends before the
+// CRC, so a reader of version N reads every older one by stopping earlier.
 #include "trainer/checkpoint.hpp"
 
 #include <fcntl.h>
@@ -14,6 +17,7 @@
 #include <zlib.h>
 
 #include <cerrno>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <new>
@@ -23,8 +27,10 @@ namespace quorum::trainer {
 namespace {
 constexpr const char *kSub = "checkpoint";
 constexpr char kMagic[8] = {'Q', 'T', 'R', 'N', 'C', 'K', 'P', 'T'};
-constexpr uint32_t kVersion = 3;
-constexpr uint32_t kOldestVersion = 2;  // read too: no moving average
+constexpr uint32_t kVersion = 4;
+constexpr uint32_t kOldestVersion = 2;  // read too: no moving average, no training time
+constexpr uint32_t kFirstWithAverage = 3;
+constexpr uint32_t kFirstWithTrainSeconds = 4;
 
 class Writer {
  public:
@@ -107,12 +113,12 @@ std::string bad_position(const TrainingState &s) {
     return fmt::format("batch {}, ranks {}, {} training examples, {} steps per epoch", s.batch,
                        s.world, s.train_count, s.steps_per_epoch);
   if (s.epoch < 0 || s.step_in_epoch < 0 || s.step_in_epoch >= s.steps_per_epoch)
-    return fmt::format("epoch {} step {} of an epoch of {} steps", s.epoch, s.step_in_epoch,
-                       s.steps_per_epoch);
+    return fmt::format("epoch {} (counting from 1) step {} of an epoch of {} steps", s.epoch + 1,
+                       s.step_in_epoch, s.steps_per_epoch);
   if (s.epoch > INT64_MAX / s.steps_per_epoch - 1 ||
       s.global_step != s.epoch * s.steps_per_epoch + s.step_in_epoch)
-    return fmt::format("global step {} is not epoch {} x {} steps + {}", s.global_step, s.epoch,
-                       s.steps_per_epoch, s.step_in_epoch);
+    return fmt::format("global step {} is not {} finished epochs x {} steps + {}", s.global_step,
+                       s.epoch, s.steps_per_epoch, s.step_in_epoch);
   if (s.epoch_images < 0 || s.epoch_correct < 0 || s.epoch_correct > s.epoch_images)
     return fmt::format("{} of {} examples correct", s.epoch_correct, s.epoch_images);
   return "";
@@ -145,6 +151,7 @@ Status save_checkpoint(const std::string &path, const TrainingState &s) {
   w.raw(s.momentum.data(), s.momentum.size() * sizeof(float));
   w.put(uint64_t(s.ema.size()));
   w.raw(s.ema.data(), s.ema.size() * sizeof(float));
+  w.put(s.train_seconds);
   w.put(uint32_t(crc32(0L, w.bytes.data(), uInt(w.bytes.size()))));
 
   if (const std::string why = not_a_regular_file(path); !why.empty())
@@ -255,8 +262,9 @@ Status parse_checkpoint(const std::vector<uint8_t> &bytes, const std::string &pa
             r.get(&s->global_step) && r.get(&s->epoch) && r.get(&s->step_in_epoch) &&
             r.get(&s->epoch_loss_sum) && r.get(&s->epoch_correct) && r.get(&s->epoch_images) &&
             r.get(&count);
-  // What follows the header: params, momentum, [ema_count, ema], CRC.
-  const size_t tail = version >= 3 ? sizeof(uint64_t) + 4 : 4;
+  // What follows the header: params, momentum, [ema_count, ema], [train_seconds], CRC.
+  const size_t seconds_bytes = version >= kFirstWithTrainSeconds ? sizeof(double) : 0;
+  const size_t tail = (version >= kFirstWithAverage ? sizeof(uint64_t) : 0) + seconds_bytes + 4;
   ok =
       ok && count <= r.left() / (2 * sizeof(float)) && count * 2 * sizeof(float) + tail <= r.left();
   if (!ok) return fail(QUORUM_ERR_INVALID_ARG, kSub, "{}: malformed header", path);
@@ -267,14 +275,20 @@ Status parse_checkpoint(const std::vector<uint8_t> &bytes, const std::string &pa
   r.raw(s->params.data(), count * sizeof(float));
   r.raw(s->momentum.data(), count * sizeof(float));
   uint64_t ema_count = 0;
-  if (version >= 3 && !r.get(&ema_count))
+  if (version >= kFirstWithAverage && !r.get(&ema_count))
     return fail(QUORUM_ERR_INVALID_ARG, kSub, "{}: malformed moving average", path);
-  if ((ema_count != 0 && ema_count != count) || ema_count * sizeof(float) + 4 != r.left())
+  if ((ema_count != 0 && ema_count != count) ||
+      ema_count * sizeof(float) + seconds_bytes + 4 != r.left())
     return fail(QUORUM_ERR_INVALID_ARG, kSub,
                 "{}: malformed: {} parameters, a moving average of {} and {} bytes after it", path,
                 count, ema_count, r.left());
   s->ema.resize(ema_count);
   r.raw(s->ema.data(), ema_count * sizeof(float));
+  s->train_seconds = 0;
+  if (version >= kFirstWithTrainSeconds) r.get(&s->train_seconds);
+  if (!std::isfinite(s->train_seconds) || s->train_seconds < 0)
+    return fail(QUORUM_ERR_INVALID_ARG, kSub, "{}: impossible training state: {} s of training",
+                path, s->train_seconds);
   return kOk;
 }
 

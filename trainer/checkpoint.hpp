@@ -5,7 +5,8 @@
 // running epoch sums, so that a resumed run is bit-identical to one that was
 // never interrupted (the data order is a function of seed and epoch). It also
 // records the data the steps come from (set name, training examples, steps per
-// epoch), so that a resume on other data is refused. Written to
+// epoch), so that a resume on other data is refused, and the training time so
+// far, so that a resumed run's times continue. Written to
 // "<path>.tmp.<pid>" (created exclusively, not through a link; removed on any
 // failure), flushed, fsynced and renamed over <path>, which must be a regular
 // file if it exists: a device node, FIFO or folder is refused, never replaced.
@@ -34,6 +35,9 @@ struct TrainingState {
   int64_t epoch_correct = 0, epoch_images = 0;
   std::vector<float> params, momentum;  // in the model's ParamLayout
   std::vector<float> ema;               // the parameters' moving average, or empty (--ema-decay)
+  // Training time up to global_step, evaluations left out, summed over every
+  // resumed part (0 in a checkpoint older than format version 4).
+  double train_seconds = 0.0;
 };
 
 Status save_checkpoint(const std::string &path, const TrainingState &state);

@@ -201,7 +201,8 @@ Status train(const TrainConfig &cfg, Backend *backend, const DataSplit &data,
   // A fresh average starts at the (broadcast) initial parameters.
   if (averaging && cfg.resume_path.empty())
     backend->copy_device(ema.p, model->params(), count * sizeof(float));
-  if (observer) observer->on_start(cfg, count, steps_per_epoch, st.global_step);
+  if (observer)
+    observer->on_start(cfg, RunStart{count, steps_per_epoch, st.global_step, st.train_seconds});
 
   // Every rank checks the (identical) parameters, so all stop together; a
   // diverged run never overwrites the last good checkpoint.
@@ -236,6 +237,7 @@ Status train(const TrainConfig &cfg, Backend *backend, const DataSplit &data,
   const auto run_start = Clock::now();
   const int64_t run_start_step = st.global_step;
   result->start_step = result->global_step = st.global_step;
+  result->train_seconds = st.train_seconds;
   while (st.epoch < cfg.epochs && st.global_step < total_steps) {
     const std::vector<uint32_t> order = sampler.epoch_indices(st.epoch);
     EpochReport rep;
@@ -243,6 +245,9 @@ Status train(const TrainConfig &cfg, Backend *backend, const DataSplit &data,
     const auto epoch_start = Clock::now();
     double eval_seconds = 0, eval_cpu_seconds = 0;  // this epoch's evaluations (not training)
     auto training_seconds = [&] { return since(epoch_start) - eval_seconds; };
+    // The run's training time before this epoch (or this run's part of it):
+    // what the checkpoint carries on, so that a resumed run's times continue.
+    const double seconds_before_epoch = st.train_seconds;
     // Scores the test set now; the scoring is not training time, but the
     // sum's wait for the slowest rank (which the evaluation adds to a partial
     // run) is.
@@ -274,9 +279,11 @@ Status train(const TrainConfig &cfg, Backend *backend, const DataSplit &data,
           QUORUM_CHECK(agree_on_signal(reducer, sig, &sig));
           rearm_stop_signals();
         }
+        st.train_seconds = seconds_before_epoch + training_seconds();
         QUORUM_CHECK(save());
         model->read_params(&result->params);
         result->global_step = st.global_step;
+        result->train_seconds = st.train_seconds;
         result->stopped_by_signal = sig;
         return kOk;
       }
@@ -358,6 +365,7 @@ Status train(const TrainConfig &cfg, Backend *backend, const DataSplit &data,
         const double elapsed = training_seconds();
         p.images_per_s = elapsed > 0 ? double(images_this_run) / elapsed : 0;
         p.epoch_seconds = elapsed;
+        p.train_seconds = seconds_before_epoch + elapsed;
         const double run_elapsed = since(run_start);
         const double per_step = run_elapsed / double(st.global_step - run_start_step);
         p.eta_s = per_step * double(total_steps - st.global_step);
@@ -367,6 +375,7 @@ Status train(const TrainConfig &cfg, Backend *backend, const DataSplit &data,
         EvalReport ev;
         ev.epoch = st.epoch, ev.step_in_epoch = st.step_in_epoch;
         ev.global_step = st.global_step, ev.epoch_seconds = training_seconds();
+        ev.train_seconds = seconds_before_epoch + ev.epoch_seconds;
         const double before = eval_seconds;
         Evaluation e;
         QUORUM_CHECK(score_test_set(&e));
@@ -375,8 +384,10 @@ Status train(const TrainConfig &cfg, Backend *backend, const DataSplit &data,
         if (observer) observer->on_eval(ev);
       }
       if (cfg.checkpoint_every > 0 && st.global_step % cfg.checkpoint_every == 0 &&
-          st.step_in_epoch < steps_per_epoch)
+          st.step_in_epoch < steps_per_epoch) {
+        st.train_seconds = seconds_before_epoch + training_seconds();
         QUORUM_CHECK(save());
+      }
     }
     rep.seconds = training_seconds();
     rep.cpu_seconds = process_cpu_seconds() - cpu_start - eval_cpu_seconds;
@@ -392,6 +403,7 @@ Status train(const TrainConfig &cfg, Backend *backend, const DataSplit &data,
     rep.test_loss = e.loss, rep.test_accuracy = e.accuracy;
     rep.eval_seconds = eval_seconds;
     rep.seconds += e.sum_seconds;
+    rep.train_seconds = seconds_before_epoch + rep.seconds;
     model->read_params(&result->params);
     rep.param_crc32 = params_crc32(result->params);
     rep.param_sum = params_sum(result->params);
@@ -403,6 +415,8 @@ Status train(const TrainConfig &cfg, Backend *backend, const DataSplit &data,
       if (observer) (void)observer->on_epoch(rep);  // the divergence is the error to report
       return diverged(st.global_step, st.epoch);
     }
+    st.train_seconds = rep.train_seconds;
+    result->train_seconds = st.train_seconds;
     if (rep.complete) {
       ++st.epoch;
       st.step_in_epoch = 0;

@@ -51,6 +51,7 @@ struct StepProgress {
   double loss = 0, lr = 0;
   double images_per_s = 0;   // this rank, over the epoch so far
   double epoch_seconds = 0;  // since the epoch's first step (evaluations are not in it)
+  double train_seconds = 0;  // of the whole run, resumed parts included (evaluations not in it)
   double eta_s = 0;          // to total_steps at the current speed
 };
 
@@ -61,6 +62,7 @@ struct EpochReport {
   double train_loss = 0, train_accuracy = 0;  // over the whole epoch's steps
   double test_loss = 0, test_accuracy = 0;
   double images_per_s = 0, seconds = 0;
+  double train_seconds = 0;  // of the whole run at the epoch's end, resumed parts included
   // All of the epoch's test evaluations, which `seconds` leaves out; the
   // evaluations' wait for the other ranks is in `seconds`, not here.
   double eval_seconds = 0;
@@ -82,15 +84,23 @@ struct EpochReport {
 struct EvalReport {
   int64_t epoch = 0, step_in_epoch = 0, global_step = 0;
   double epoch_seconds = 0;  // training time since the epoch's first step (evaluations not in it)
+  double train_seconds = 0;  // training time of the whole run, resumed parts included
   double test_loss = 0, test_accuracy = 0;
   double eval_seconds = 0;  // scoring (its wait for the other ranks counts as training time)
+};
+
+// Where a run begins: at step 0, or where the checkpoint it resumes left off.
+struct RunStart {
+  size_t param_count = 0;
+  int64_t steps_per_epoch = 0;
+  int64_t start_step = 0;
+  double start_train_seconds = 0;  // training time before this run (a resume: the checkpoint's)
 };
 
 class TrainObserver {
  public:
   virtual ~TrainObserver() = default;
-  virtual void on_start(const TrainConfig &, size_t /*param_count*/, int64_t /*steps_per_epoch*/,
-                        int64_t /*start_step*/) {}
+  virtual void on_start(const TrainConfig &, const RunStart &) {}
   virtual void on_step(const StepProgress &) {}
   virtual void on_eval(const EvalReport &) {}
   // An error stops the training with it (a distributed observer's check of
@@ -99,8 +109,11 @@ class TrainObserver {
 };
 
 struct TrainResult {
-  int64_t start_step = 0;     // where this run began (a resume: the checkpoint's step)
-  int64_t global_step = 0;    // where it ended: the same when there was nothing to train
+  int64_t start_step = 0;   // where this run began (a resume: the checkpoint's step)
+  int64_t global_step = 0;  // where it ended: the same when there was nothing to train
+  // Training time of the whole run up to global_step (evaluations left out),
+  // resumed parts included: what the checkpoint of this point records.
+  double train_seconds = 0;
   EpochReport last;           // the last epoch (or partial epoch) reported
   std::vector<float> params;  // final parameters, host copy
   // SIGINT/SIGTERM (stop_signal.hpp) stopped it at a step boundary, after the

@@ -16,8 +16,8 @@ def put(target, name, data):
         f.write(data)
 
 
-# Checkpoints (trainer/checkpoint.cpp): version 3 with and without a moving
-# average, and version 2.
+# Checkpoints (trainer/checkpoint.cpp): versions 4 (the training time) and 3,
+# with and without a moving average, and version 2.
 def checkpoint(version, count, ema):
     b = b"QTRNCKPT" + struct.pack("<I", version)
     for text in (b"fm-s", b"synthetic"):
@@ -32,9 +32,13 @@ def checkpoint(version, count, ema):
         b += struct.pack("<Q", count if ema else 0)
         if ema:
             b += struct.pack("<%df" % count, *[i * 0.125 for i in range(count)])
+    if version >= 4:
+        b += struct.pack("<d", 7.25)  # training seconds so far
     return b + struct.pack("<I", zlib.crc32(b))
 
 
+put("checkpoint", "v4", checkpoint(4, 4, False))
+put("checkpoint", "v4_ema", checkpoint(4, 3, True))
 put("checkpoint", "v3", checkpoint(3, 4, False))
 put("checkpoint", "v3_ema", checkpoint(3, 3, True))
 put("checkpoint", "v2", checkpoint(2, 2, False))

@@ -9,10 +9,11 @@
 #include <zlib.h>
 
 #include <chrono>
-
+#include <cmath>
 #include <cstring>
 #include <fstream>
 #include <string>
+#include <utility>
 
 #include "tests/trainer/train_fixture.hpp"
 #include "trainer/checkpoint.hpp"
@@ -30,6 +31,7 @@ TrainingState sample_state() {
   s.seed = 9, s.batch = 32, s.world = 1, s.global_step = 17, s.epoch = 1, s.step_in_epoch = 3;
   s.data = "synthetic", s.train_count = 448, s.steps_per_epoch = 14;
   s.epoch_loss_sum = 12.5, s.epoch_correct = 40, s.epoch_images = 96;
+  s.train_seconds = 7.25;
   for (int i = 0; i < 1000; ++i) {
     s.params.push_back(float(i) * 0.5f - 3.f);
     s.momentum.push_back(float(i) * -0.25f);
@@ -54,6 +56,7 @@ TEST(Checkpoint, RoundTripAtomic) {
   EXPECT_EQ(b.epoch_loss_sum, a.epoch_loss_sum);
   EXPECT_EQ(b.params, a.params);
   EXPECT_EQ(b.momentum, a.momentum);
+  EXPECT_EQ(b.train_seconds, a.train_seconds);
   // Overwriting replaces the file whole.
   a.step_in_epoch = 4, a.global_step = 18;
   ASSERT_EQ(save_checkpoint(path, a), kOk);
@@ -168,6 +171,60 @@ TEST(Checkpoint, RejectsImpossiblePositions) {
   expect_rejected([](TrainingState *s) { s->epoch = -1, s->global_step = -11; }, "negative epoch");
   expect_rejected([](TrainingState *s) { s->steps_per_epoch = 0; }, "no steps per epoch");
   expect_rejected([](TrainingState *s) { s->epoch_correct = 97; }, "more correct than seen");
+  expect_rejected([](TrainingState *s) { s->train_seconds = -1; }, "negative training time");
+  expect_rejected([](TrainingState *s) { s->train_seconds = std::nan(""); }, "NaN training time");
+}
+
+// `bytes` with its version set to `version` and the CRC computed again.
+void set_version(std::string *bytes, uint32_t version) {
+  std::memcpy(bytes->data() + 8, &version, 4);  // after the magic
+  const uint32_t crc =
+      uint32_t(crc32(0L, reinterpret_cast<const Bytef *>(bytes->data()), uInt(bytes->size() - 4)));
+  std::memcpy(bytes->data() + bytes->size() - 4, &crc, 4);
+}
+
+// `n` bytes removed just before the CRC: each format version appended its
+// field there, so this gives the file an older version wrote.
+std::string without_last_field(const std::string &bytes, size_t n) {
+  return bytes.substr(0, bytes.size() - 4 - n) + bytes.substr(bytes.size() - 4);
+}
+
+// Versions 2 and 3 had no training time: they are read as 0 s, all else
+// as written; a version from a newer build is refused.
+TEST(Checkpoint, ReadsOlderVersionsWithoutTrainingTime) {
+  TempDir d;
+  const std::string path = d.file("ckpt");
+  const std::string v4 = saved_sample_bytes(path);
+  ASSERT_GT(v4.size(), 32u);
+  const TrainingState want = sample_state();
+  std::string v3 = without_last_field(v4, sizeof(double));  // no train_seconds
+  set_version(&v3, 3);
+  std::string v2 = without_last_field(v3, sizeof(uint64_t));  // nor the (empty) moving average
+  set_version(&v2, 2);
+  for (const auto &[version, bytes] : {std::pair{3, v3}, std::pair{2, v2}}) {
+    std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
+    TrainingState s;
+    s.train_seconds = 99;
+    ASSERT_EQ(load_checkpoint(path, &s), kOk) << "version " << version << ": " << last_error();
+    EXPECT_EQ(s.train_seconds, 0.0) << "version " << version;
+    EXPECT_EQ(s.global_step, want.global_step) << "version " << version;
+    EXPECT_EQ(s.params, want.params) << "version " << version;
+    EXPECT_EQ(s.momentum, want.momentum) << "version " << version;
+    EXPECT_TRUE(s.ema.empty()) << "version " << version;
+  }
+  // A version 3 file that still holds the 8 bytes is malformed, not misread.
+  std::string long_v3 = v4;
+  set_version(&long_v3, 3);
+  std::ofstream(path, std::ios::binary | std::ios::trunc) << long_v3;
+  TrainingState s;
+  ASSERT_EQ(load_checkpoint(path, &s), QUORUM_ERR_INVALID_ARG);
+  EXPECT_NE(std::string(last_error()).find("malformed"), std::string::npos) << last_error();
+  std::string v5 = v4;
+  set_version(&v5, 5);
+  std::ofstream(path, std::ios::binary | std::ios::trunc) << v5;
+  ASSERT_EQ(load_checkpoint(path, &s), QUORUM_ERR_INVALID_ARG);
+  EXPECT_NE(std::string(last_error()).find("reads versions 2 to 4"), std::string::npos)
+      << last_error();
 }
 
 // Version 1 did not record the data: it is refused with the reason.
@@ -273,6 +330,9 @@ TEST_F(Training, StopSignalSavesAResumableCheckpoint) {
   TrainingState saved;
   ASSERT_EQ(load_checkpoint(d.file("ckpt"), &saved), kOk) << last_error();
   EXPECT_EQ(saved.global_step, 19);
+  // Stopped inside an epoch: the time saved is the time trained to the stop.
+  EXPECT_GT(saved.train_seconds, 0.0);
+  EXPECT_EQ(saved.train_seconds, part.train_seconds);
   TrainConfig second = cfg_;
   second.resume_path = d.file("ckpt");
   const TrainResult rest = run(second);

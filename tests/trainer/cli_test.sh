@@ -4,7 +4,10 @@
 # environment quorum cannot join; --help works, a short synthetic run writes
 # JSON lines, --checkpoint / --resume through the CLI ends on the same
 # parameters as an uninterrupted run, a resume with nothing left says so, and
-# one on other data is refused.
+# one on other data is refused. The logs: every text line and JSON record
+# starts with its UTC time, the start record names the version, host, ranks,
+# backend and model, text and JSON number epochs alike (from 1), and a resumed
+# run's training time goes on from its first part's.
 # Usage: cli_test.sh path/to/quorum-train
 set -u
 bin="$1"
@@ -29,7 +32,7 @@ expect_error "bad model" "--model" --model resnet-1000
 expect_error "zero batch" "--batch" --batch 0
 expect_error "negative lr" "--lr" --lr -1
 expect_error "non-numeric epochs" "--epochs" --epochs many
-expect_error "missing data dir" "train-images-idx3-ubyte.gz" --data-dir "$tmp/none"
+expect_error "missing data dir" "data folder $tmp/none: No such file" --data-dir "$tmp/none"
 expect_error "cifar without dir" "data directory" --data cifar10 --model cifar-cnn
 expect_error "unknown reduction" "--reduce" --reduce fastest --data synthetic
 expect_error "quorum of none" "give quorum:K" --reduce quorum:0 --data synthetic
@@ -109,7 +112,7 @@ grep -q -- "--checkpoint" "$tmp/help" || fail "--help does not list --checkpoint
 # Cosine decay after a warmup: the rate depends on the step only, so the resumed
 # run below must still end bit for bit where the uninterrupted one does.
 common=(--data synthetic --batch 32 --epochs 2 --lr 0.02 --seed 3 --log-every 5
-  --warmup-epochs 0.5 --lr-decay cosine)
+  --warmup-epochs 0.5 --lr-decay cosine --evals-per-epoch 2 --progress-every 10)
 "$bin" "${common[@]}" --log "$tmp/log.jsonl" >"$tmp/whole" 2>&1 || fail "synthetic run: $(cat "$tmp/whole")"
 grep -q '"event":"epoch"' "$tmp/log.jsonl" || fail "no epoch record in the JSON log"
 grep -q '"event":"step"' "$tmp/log.jsonl" || fail "no step record in the JSON log"
@@ -121,13 +124,99 @@ lr = [r["lr"] for r in map(json.loads, open(sys.argv[1])) if r.get("event") == "
 top = lr.index(max(lr))
 sys.exit(0 if lr[-1] < 0.1 * lr[top] and all(a >= b for a, b in zip(lr[top:], lr[top + 1:])) else 1)
 PY
+version=$("$bin" --version | awk '{print $NF}')
+[ -n "$version" ] || fail "no version from --version"
+cat >"$tmp/check_log.py" <<'PY'
+# check_log.py LOG OUTPUT VERSION: the records of the run in LOG (from its
+# last start record) and its text OUTPUT (stdout and stderr) agree.
+import datetime, json, re, socket, sys
+log, output, version = sys.argv[1:4]
+records = [json.loads(l) for l in open(log)]
+starts = [i for i, r in enumerate(records) if r["event"] == "start"]
+records = records[starts[-1]:]
+start = records[0]
+# Every record's wall-clock time, ISO 8601 in UTC with milliseconds, in order
+# and near the test's own clock.
+stamps = []
+for r in records:
+    t = r.get("time", "")
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", t), f"time {t!r} in {r}"
+    stamps.append(datetime.datetime.strptime(t, "%Y-%m-%dT%H:%M:%S.%fZ"))
+assert stamps == sorted(stamps), f"times not in order: {stamps}"
+now = datetime.datetime.now(datetime.timezone.utc).replace(tzinfo=None)
+assert abs((now - stamps[-1]).total_seconds()) < 3600, f"last record at {stamps[-1]}, now {now}"
+# The start record names the run.
+want = {"quorum_version": version, "host": socket.gethostname(), "ranks": 1, "backend": "cpu",
+        "model": "fm-s", "reduce": "local"}
+for key, value in want.items():
+    assert start.get(key) == value, f"start record: {key} {start.get(key)!r}, expected {value!r}"
+spe = start["steps_per_epoch"]
+# Every text line starts with its UTC time, to the second.
+lines = [l for l in open(output).read().splitlines() if l.strip()]
+for l in lines:
+    assert re.match(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ ", l), f"text line without a time: {l!r}"
+# The same epoch numbers (from 1) in text and JSON: epoch reports, the
+# evaluations inside epochs, and progress lines against the step records.
+text = "\n".join(lines)
+text_epochs = [int(m) for m in re.findall(r"Z epoch (\d+)(?: \(partial\))?: train loss", text)]
+json_epochs = [r["epoch"] for r in records if r["event"] == "epoch"]
+assert text_epochs and text_epochs == json_epochs, f"epochs: text {text_epochs}, JSON {json_epochs}"
+text_evals = [(int(e), int(s)) for e, s in re.findall(r"Z epoch (\d+) step (\d+): test loss", text)]
+json_evals = [(r["epoch"], r["step_in_epoch"]) for r in records if r["event"] == "eval"]
+assert text_evals and text_evals == json_evals, f"evals: text {text_evals}, JSON {json_evals}"
+steps = {r["step"]: r["epoch"] for r in records if r["event"] == "step"}
+progress = re.findall(r"Z epoch (\d+)/\d+ step (\d+)/(\d+) loss", text)
+assert progress, "no progress lines"
+for e, s, n in progress:
+    e, s = int(e), int(s)
+    assert int(n) == spe, f"progress line of {n} steps per epoch, start record {spe}"
+    step = (e - 1) * spe + s
+    assert steps.get(step) == e, \
+        f"progress epoch {e} step {s}: step record {step} says epoch {steps.get(step)}"
+assert min(json_epochs) >= 1 and max(json_epochs) <= start["epochs"], f"epochs {json_epochs}"
+# Training times rise through the run.
+seconds = [r["train_seconds"] for r in records if "train_seconds" in r and r["event"] != "start"]
+assert seconds == sorted(seconds), f"training times not rising: {seconds}"
+PY
+python3 "$tmp/check_log.py" "$tmp/log.jsonl" "$tmp/whole" "$version" 2>"$tmp/check" ||
+  fail "uninterrupted run's logs: $(tail -3 "$tmp/check")"
 
-"$bin" "${common[@]}" --max-steps 70 --checkpoint "$tmp/ckpt" >"$tmp/part" 2>&1 || fail "partial run: $(cat "$tmp/part")"
+"$bin" "${common[@]}" --max-steps 70 --checkpoint "$tmp/ckpt" --log "$tmp/resumed.jsonl" \
+  >"$tmp/part" 2>&1 || fail "partial run: $(cat "$tmp/part")"
 [ -f "$tmp/ckpt" ] || fail "no checkpoint written"
-"$bin" "${common[@]}" --resume "$tmp/ckpt" >"$tmp/rest" 2>&1 || fail "resumed run: $(cat "$tmp/rest")"
-grep -q 'resumed at step 70' "$tmp/rest" || fail "resume not reported: $(cat "$tmp/rest")"
-want=$(grep '^done:' "$tmp/whole")
-got=$(grep '^done:' "$tmp/rest")
+"$bin" "${common[@]}" --resume "$tmp/ckpt" --log "$tmp/resumed.jsonl" >"$tmp/rest" 2>&1 ||
+  fail "resumed run: $(cat "$tmp/rest")"
+grep -q 'resumed at step 70 after [0-9.]* s of training' "$tmp/rest" ||
+  fail "resume not reported: $(cat "$tmp/rest")"
+python3 "$tmp/check_log.py" "$tmp/resumed.jsonl" "$tmp/rest" "$version" 2>"$tmp/check" ||
+  fail "resumed run's logs: $(tail -3 "$tmp/check")"
+# The resumed part starts at the training time its first part had reached
+# (the checkpoint's, that of the first part's last record), and goes on.
+python3 - "$tmp/resumed.jsonl" "$tmp/part" "$tmp/rest" <<'PY' 2>"$tmp/check" ||
+import json, re, sys
+records = [json.loads(l) for l in open(sys.argv[1])]
+starts = [i for i, r in enumerate(records) if r["event"] == "start"]
+assert len(starts) == 2, f"{len(starts)} start records, expected 2"
+first, second = records[:starts[1]], records[starts[1]:]
+assert second[0]["start_step"] == 70 and second[0]["resume"].endswith("/ckpt"), second[0]
+assert first[0]["start_step"] == 0 and first[0]["start_train_seconds"] == 0, first[0]
+reached = first[-1]["train_seconds"]
+assert first[-1]["event"] == "epoch" and not first[-1]["complete"], first[-1]
+assert reached > 0 and abs(second[0]["start_train_seconds"] - reached) < 1e-9, \
+    f"resumed at {second[0]['start_train_seconds']} s, the first part reached {reached} s"
+later = [r["train_seconds"] for r in second[1:] if "train_seconds" in r]
+assert later and min(later) > reached, f"resumed part's times {later[:3]}... not above {reached}"
+# The epoch cut at step 70 (epoch 2) goes on under the same number.
+resumed_epochs = [r["epoch"] for r in second if r["event"] == "epoch"]
+assert first[-1]["epoch"] == 2 and resumed_epochs == [2], records
+summary = [float(re.search(r"train_seconds=([0-9.]+)", open(p).read()).group(1))
+           for p in sys.argv[2:4]]
+assert summary[1] > summary[0] > 0, \
+    f"summary train_seconds: first part {summary[0]}, resumed {summary[1]}"
+PY
+  fail "training time across the resume: $(tail -3 "$tmp/check")"
+want=$(grep -o 'done:.*' "$tmp/whole")
+got=$(grep -o 'done:.*' "$tmp/rest")
 [ -n "$want" ] && [ "$want" = "$got" ] || fail "resumed run ends with '$got', uninterrupted with '$want'"
 # Resuming the finished run, or at or past --max-steps, trains nothing and
 # says so, with no summary of a training that did not happen.
@@ -147,9 +236,10 @@ grep -q "nothing to train: .* at step 70, and --max-steps 70 stops at step 70" "
 grep -q "nothing to train: .* at step 70, and --max-steps 60 stops at step 60" "$tmp/past" ||
   fail "past --max-steps: $(cat "$tmp/past")"
 for f in finished at past; do
-  grep -q "^summary" "$tmp/$f" && fail "$f: a summary of no training: $(cat "$tmp/$f")"
+  grep -q "summary reduce=" "$tmp/$f" && fail "$f: a summary of no training: $(cat "$tmp/$f")"
 done
-[ "$(grep '^done:' "$tmp/finished")" = "$want" ] || fail "finished run: not the checkpoint's parameters"
+[ "$(grep -o 'done:.*' "$tmp/finished")" = "$want" ] ||
+  fail "finished run: not the checkpoint's parameters"
 
 # Test images of another size than the model's (unchecked IDX files): refused.
 python3 "$(dirname "$0")/make_idx.py" "$tmp/idx32" 64 16 32

@@ -73,8 +73,8 @@ if [ -n "$step" ] && [ -f "$tmp/ckpt" ]; then
   "$train" "${long[@]}" --max-steps $((step + 10)) >"$tmp/whole" 2>&1 || fail "whole run"
   "$train" "${long[@]}" --max-steps $((step + 10)) --resume "$tmp/ckpt" >"$tmp/rest" 2>&1 ||
     fail "resume after SIGTERM: $(cat "$tmp/rest")"
-  want=$(grep '^done:' "$tmp/whole")
-  got=$(grep '^done:' "$tmp/rest")
+  want=$(grep -o 'done:.*' "$tmp/whole")
+  got=$(grep -o 'done:.*' "$tmp/rest")
   [ -n "$want" ] && [ "$want" = "$got" ] || fail "resumed after SIGTERM: '$got', uninterrupted '$want'"
 else
   fail "no checkpoint after SIGTERM: $(cat "$tmp/part")"

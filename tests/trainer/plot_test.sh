@@ -8,8 +8,12 @@
 #     holds two), labelled from its start record or by --label; with --target,
 #     when each first reached it, counting the evaluations inside epochs
 #     (--evals-per-epoch).
-#  3. It draws a PNG (with Debian's python3-matplotlib), also with --smooth.
-#  4. Unreadable, malformed or incomplete logs and too many labels fail with
+#  3. It draws a PNG (with Debian's python3-matplotlib), also with --smooth,
+#     each run in one colour on every panel.
+#  4. A run stopped and resumed (its log continued, or continued in another
+#     log) is one run, whose training time goes on from its first part's,
+#     also in logs whose start records do not carry that time (older builds).
+#  5. Unreadable, malformed or incomplete logs and too many labels fail with
 #     a message naming the file (and line).
 set -u
 run=$1
@@ -26,6 +30,13 @@ common=(--data synthetic --model fm-s --epochs 2 --batch 16 --seed 3 --progress-
   --partial-scale sqrt --log "$tmp/a.jsonl" >"$tmp/solo" 2>&1 || fail "solo: $(tail -5 "$tmp/solo")"
 "$run" -n 2 --timeout 300 -- "$train" "${common[@]}" --reduce sync --log "$tmp/b.jsonl" \
   --evals-per-epoch 2 >"$tmp/sync" 2>&1 || fail "sync: $(tail -5 "$tmp/sync")"
+# A run stopped inside epoch 2 and resumed, in one log (r) and in two (r1, r2).
+"$train" "${common[@]}" --max-steps 150 --checkpoint "$tmp/ckpt" --log "$tmp/r.jsonl" \
+  >"$tmp/r1" 2>&1 || fail "first part: $(tail -3 "$tmp/r1")"
+cp "$tmp/r.jsonl" "$tmp/r1.jsonl"
+"$train" "${common[@]}" --resume "$tmp/ckpt" --log "$tmp/r2.jsonl" >"$tmp/r2" 2>&1 ||
+  fail "resumed part: $(tail -3 "$tmp/r2")"
+cat "$tmp/r2.jsonl" >>"$tmp/r.jsonl"
 
 # 1. Records.
 "$py" - "$tmp/a.jsonl" "$tmp/solo" <<'PY' || fail "log records"
@@ -65,17 +76,84 @@ grep -q "^sync, 2 ranks, 2 ep: .*, 0% at $first s\$" "$tmp/target" ||
 "$py" "$plot" --summary --target 101 "$tmp/b.jsonl" >"$tmp/target" 2>&1
 grep -q "never 101%" "$tmp/target" || fail "--target 101: $(cat "$tmp/target")"
 
-# 3. Drawing.
+# 3. Drawing: one colour per run, the same on both panels (its loss line,
+# epoch markers and accuracy), and another for every run.
 if "$py" -c "import matplotlib" 2>/dev/null; then
   "$py" "$plot" -o "$tmp/runs.png" --target 90 --smooth 3 "$tmp/a.jsonl" "$tmp/b.jsonl" \
     >"$tmp/draw" 2>&1 ||
     fail "drawing: $(cat "$tmp/draw")"
   [ "$(head -c 4 "$tmp/runs.png" 2>/dev/null | tail -c 3)" = "PNG" ] || fail "no PNG written"
+  # The sync run without its step records (as with --log-every 0): only markers.
+  grep -v '"event":"step"' "$tmp/b.jsonl" >"$tmp/nosteps.jsonl"
+  "$py" - "$plot" "$tmp/colours.png" "$tmp/a.jsonl" "$tmp/nosteps.jsonl" "$tmp/r.jsonl" \
+    >"$tmp/colours" 2>&1 <<'PY' || fail "colours: $(tail -3 "$tmp/colours")"
+import runpy, sys
+import matplotlib
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+from matplotlib.colors import to_hex
+plot, out, logs = sys.argv[1], sys.argv[2], sys.argv[3:]
+sys.argv = [plot, "-o", out, "--label", "local", "--label", "solo", "--label", "sync",
+            "--label", "resumed"] + logs
+try:
+    runpy.run_path(plot, run_name="__main__")
+except SystemExit as e:
+    assert not e.code, f"exit {e.code}"
+axes = plt.gcf().axes
+colours = {}  # label -> colours of its lines on every panel
+for ax in axes:
+    for line in ax.get_lines():
+        colours.setdefault(line.get_label(), set()).add(to_hex(line.get_color()))
+    # the legend names every run
+    names = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert all(n in names for n in ("local", "solo", "sync", "resumed")), names
+runs = {k: v for k, v in colours.items() if not k.startswith("_")}
+assert set(runs) == {"local", "solo", "sync", "resumed"}, runs
+assert all(len(c) == 1 for c in runs.values()), f"a run in several colours: {runs}"
+assert len({next(iter(c)) for c in runs.values()}) == 4, f"runs sharing a colour: {runs}"
+# Every unlabelled line (epoch markers, the resume's dotted line) has its run's colour.
+run_colours = set().union(*runs.values())
+assert all(c <= run_colours for k, c in colours.items() if k.startswith("_")), colours
+PY
 else
   echo "note: $py has no matplotlib; drawing not checked"
 fi
 
-# 4. Bad input.
+# 4. Resumed runs.
+"$py" "$plot" --summary "$tmp/r.jsonl" >"$tmp/resumed" 2>&1 || fail "resumed: $(cat "$tmp/resumed")"
+"$py" "$plot" --summary "$tmp/r1.jsonl" "$tmp/r2.jsonl" >"$tmp/resumed2" 2>&1 ||
+  fail "resumed in two logs: $(cat "$tmp/resumed2")"
+[ "$(wc -l <"$tmp/resumed")" -eq 1 ] &&
+  grep -q "^local, 1 rank, 2 ep: 2 epochs, .*resumed 1x" "$tmp/resumed" ||
+  fail "resumed run not one run: $(cat "$tmp/resumed")"
+cmp -s "$tmp/resumed" "$tmp/resumed2" ||
+  fail "one log: $(cat "$tmp/resumed"); two: $(cat "$tmp/resumed2")"
+# Its training time ends where the resumed part's summary line says (which
+# counts from the checkpoint's time), above the first part's.
+total=$(grep -o 'train_seconds=[0-9.]*' "$tmp/r2" | cut -d= -f2)
+part=$(grep -o 'train_seconds=[0-9.]*' "$tmp/r1" | cut -d= -f2)
+grep -q ", $total s, " "$tmp/resumed" || fail "resumed run ends at $total s: $(cat "$tmp/resumed")"
+awk -v a="$part" -v b="$total" 'BEGIN { exit !(b > a && a > 0) }' ||
+  fail "resumed part ends at $total s, the first part at $part s"
+# A log of an older build: no start_train_seconds, the resumed part's times
+# from 0. It is drawn continuing where the first part's records end.
+"$py" - "$tmp/r.jsonl" "$tmp/old.jsonl" <<'PY' || fail "making an old log"
+import json, sys
+records = [json.loads(l) for l in open(sys.argv[1])]
+offset = 0.0
+with open(sys.argv[2], "w") as out:
+    for r in records:
+        if r["event"] == "start":
+            offset = r.pop("start_train_seconds")
+            # The first part's records end at the checkpoint's time.
+        elif "train_seconds" in r:
+            r["train_seconds"] -= offset
+        out.write(json.dumps(r) + "\n")
+PY
+"$py" "$plot" --summary "$tmp/old.jsonl" >"$tmp/old" 2>&1 || fail "old log: $(cat "$tmp/old")"
+cmp -s "$tmp/resumed" "$tmp/old" || fail "old log: $(cat "$tmp/old"), new: $(cat "$tmp/resumed")"
+
+# 5. Bad input.
 expect_error() {  # description, text in the message, args...
   local what=$1 text=$2
   shift 2

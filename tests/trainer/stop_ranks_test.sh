@@ -83,8 +83,8 @@ if [ -n "$step" ]; then
     fail "uninterrupted run: $(cat "$tmp/whole")"
   "$run" -n 2 --timeout 60 -- "$train" "${long[@]}" --max-steps $end --resume "$tmp/one.ckpt" \
     >"$tmp/rest" 2>&1 || fail "resumed run: $(cat "$tmp/rest")"
-  want=$(grep '\] done:' "$tmp/whole")
-  got=$(grep '\] done:' "$tmp/rest")
+  want=$(grep -o 'done:.*' "$tmp/whole")
+  got=$(grep -o 'done:.*' "$tmp/rest")
   [ -n "$want" ] && [ "$want" = "$got" ] || fail "resumed: '$got', uninterrupted: '$want'"
 fi
 

@@ -243,23 +243,36 @@ Status Communicator::start(const CollArgs &args_in, RequestPtr *req, bool blocki
   bool shm_ready =
       shm_ && args.kind == CollKind::Allreduce && !any_device_buffer(args.send, args.recv);
   QUORUM_CHECK(select_algorithm(args, size_, &algo, shm_ready));
+  // A checked barrier is the signature exchange alone (see below).
+  const bool exchange_barrier = args.kind == CollKind::Barrier && signature_check_;
   std::string what = fmt::format("{} #{} ({}, count {}, {}, {})", coll_kind_name(args.kind), seq,
-                                 algo->name, args.count, dtype_name(args.dtype), op_name(args.op));
+                                 exchange_barrier ? "signature exchange" : algo->name, args.count,
+                                 dtype_name(args.dtype), op_name(args.op));
   QLOG_DEBUG("coll", "start {}", what);
   auto sched = std::make_unique<Schedule>(what);
   Builder b(*sched, transport_.get(), rank_, size_, args.kind, seq, scratch_);
   if (shm_ready) b.set_shm(shm_.get());
   StagingPlan staging;
   QUORUM_CHECK(stage_device_buffers(b, &args, transport_.get(), &staging));
+  // Over messages where the others may go through shared memory: say so on
+  // the channel, where a rank that waits there for this one looks (it then
+  // joins this call's signature exchange, see allreduce_shm.hpp).
+  if (!(shm_ready && std::strcmp(algo->name, "shm") == 0)) note_message_call(seq);
+  TaskId checked = -1;
   if (signature_check_ && algorithm_checks_signature(args, algo->name)) {
     args.check_signature = true;  // in the algorithm's own messages
   } else if (signature_check_) {
-    TaskId checked;
     QUORUM_CHECK(add_signature_check(b, args, seq, &checked));
     b.set_entry({checked});
   }
   TaskId last = -1;
-  QUORUM_CHECK(algo->build(b, args, &last));
+  if (exchange_barrier) {
+    // The exchange is a barrier itself: no rank's verdict comes before every
+    // rank's description reached it.
+    last = checked;
+  } else {
+    QUORUM_CHECK(algo->build(b, args, &last));
+  }
   finish_device_staging(b, staging, last);
   auto request =
       std::make_shared<Request>(std::move(sched), Deadline::after_ms(knob_timeout_ms.get()), what);
@@ -450,9 +463,9 @@ bool Communicator::run_shm_inline(const CollArgs &a, Status *status) {
   if (!shm_ || size_ <= 1 || finalized_) return false;
   const FastPathKnobs &k = fast_path_knobs();
   if (!k.shm) return false;
-  next_sequence();
+  const uint64_t seq = next_sequence();
   *status = shm_allreduce_inline(shm_.get(), transport_.get(), a, *engine_, k.timeout_ms, k.spin_ns,
-                                 k.nap_us);
+                                 k.nap_us, seq, signature_check_ ? &scratch_ : nullptr);
   if (*status != kOk) note_failure(*status);
   return true;
 }

@@ -86,8 +86,9 @@ const AlgorithmInfo *find(CollKind kind, const std::string &name) {
 
 bool algorithm_checks_signature(const CollArgs &args, const char *name) {
   const std::string n = name;
-  // A barrier has no arguments to disagree on.
-  if (args.kind == CollKind::Barrier) return true;
+  // A barrier over messages is the separate check alone (communicator.cpp):
+  // it meets a collective of another kind there, or a rank that went
+  // through shared memory (allreduce_shm.hpp).
   if (args.kind != CollKind::Allreduce) return false;
   return n == "shm" || (n == "recursive_doubling" &&
                         args.count * dtype_size(args.dtype) <= kSignatureInlineBytes);

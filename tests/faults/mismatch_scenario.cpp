@@ -9,8 +9,18 @@
 //   op         - allreduce with sum against max
 //   count      - allreduce of 4 elements against 5
 //   kind       - reduce-scatter against allgather
-// On shared memory (QUORUM_SHM unset) a mismatch breaks the channel, so run
-// one case there. The meson test counts the PASS lines.
+// Shared memory against messages (QUORUM_SHM unset; the allreduce and the
+// barrier go through the segment, the other collectives over messages):
+//   shm_vs_bcast      - allreduce against a bcast on the last rank
+//   bcast_vs_shm      - bcast against an allreduce on the last rank
+//   shm_vs_allgather  - allreduce against an allgather on the last rank
+//   shm_vs_msg        - allreduce (shm) against the same allreduce on the last
+//                       rank, which takes the ring over messages
+//                       (QUORUM_ALLREDUCE_ALGO=ring there only)
+//   barrier_vs_bcast  - barrier against a bcast on the last rank
+//   bcast_vs_barrier  - bcast against a barrier on the last rank
+// On shared memory a mismatch breaks the channel, so run one case there. The
+// meson test counts the PASS lines.
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -47,6 +57,23 @@ quorum_status_t run_case(quorum_comm_t comm, const std::string &name, bool odd) 
     if (odd) return quorum_allgather(comm, buf.data(), out.data(), 16);
     return quorum_reduce_scatter(comm, out.data(), buf.data(), 4, QUORUM_INT32, QUORUM_SUM);
   }
+  if (name == "shm_vs_bcast" || name == "bcast_vs_shm") {
+    if (odd == (name == "shm_vs_bcast")) return quorum_bcast(comm, buf.data(), 32, 0);
+    return quorum_allreduce(comm, QUORUM_IN_PLACE, buf.data(), 4, QUORUM_INT32, QUORUM_SUM);
+  }
+  if (name == "shm_vs_allgather") {
+    const int size = quorum_comm_size(comm);
+    std::vector<int32_t> out(16 * static_cast<size_t>(size));
+    if (odd) return quorum_allgather(comm, buf.data(), out.data(), 16);
+    return quorum_allreduce(comm, QUORUM_IN_PLACE, buf.data(), 4, QUORUM_INT32, QUORUM_SUM);
+  }
+  if (name == "shm_vs_msg") {
+    return quorum_allreduce(comm, QUORUM_IN_PLACE, buf.data(), 4, QUORUM_INT32, QUORUM_SUM);
+  }
+  if (name == "barrier_vs_bcast" || name == "bcast_vs_barrier") {
+    if (odd == (name == "barrier_vs_bcast")) return quorum_bcast(comm, buf.data(), 32, 0);
+    return quorum_barrier(comm);
+  }
   fprintf(stderr, "unknown case %s\n", name.c_str());
   exit(2);
 }
@@ -54,6 +81,16 @@ quorum_status_t run_case(quorum_comm_t comm, const std::string &name, bool odd) 
 }  // namespace
 
 int main(int argc, char **argv) {
+  // shm_vs_msg: the last rank's allreduce takes the ring (the knob is read
+  // at its first use, after init).
+  const char *rank_env = getenv("QUORUM_RANK");
+  const char *size_env = getenv("QUORUM_SIZE");
+  for (int i = 1; i < argc; ++i) {
+    if (std::string(argv[i]) == "shm_vs_msg" && rank_env && size_env &&
+        atoi(rank_env) == atoi(size_env) - 1) {
+      setenv("QUORUM_ALLREDUCE_ALGO", "ring", 1);
+    }
+  }
   quorum_comm_t comm;
   if (quorum_init(&comm) != QUORUM_OK) {
     fprintf(stderr, "init: %s\n", quorum_last_error());

@@ -240,14 +240,20 @@ Status Communicator::start(const CollArgs &args_in, RequestPtr *req, bool blocki
   uint64_t seq = next_sequence();
   const AlgorithmInfo *algo = nullptr;
   // Shared memory only for host buffers (device buffers go through the transport).
-  bool shm_ready =
-      shm_ && args.kind == CollKind::Allreduce && !any_device_buffer(args.send, args.recv);
+  // After a mismatch broke the channel, every allreduce fails on every rank
+  // (whichever path it would take), after a signature exchange that meets a
+  // mismatched call over messages (broken_channel_task).
+  const bool after_mismatch = shm_after_mismatch(args);
+  bool shm_ready = shm_ && args.kind == CollKind::Allreduce && !after_mismatch &&
+                   !any_device_buffer(args.send, args.recv);
   QUORUM_CHECK(select_algorithm(args, size_, &algo, shm_ready));
   // A checked barrier is the signature exchange alone (see below).
   const bool exchange_barrier = args.kind == CollKind::Barrier && signature_check_;
   std::string what = fmt::format("{} #{} ({}, count {}, {}, {})", coll_kind_name(args.kind), seq,
-                                 exchange_barrier ? "signature exchange" : algo->name, args.count,
-                                 dtype_name(args.dtype), op_name(args.op));
+                                 exchange_barrier ? "signature exchange"
+                                 : after_mismatch ? "after a shared-memory mismatch"
+                                                  : algo->name,
+                                 args.count, dtype_name(args.dtype), op_name(args.op));
   QLOG_DEBUG("coll", "start {}", what);
   auto sched = std::make_unique<Schedule>(what);
   Builder b(*sched, transport_.get(), rank_, size_, args.kind, seq, scratch_);
@@ -259,7 +265,7 @@ Status Communicator::start(const CollArgs &args_in, RequestPtr *req, bool blocki
   // joins this call's signature exchange, see allreduce_shm.hpp).
   if (!(shm_ready && std::strcmp(algo->name, "shm") == 0)) note_message_call(seq);
   TaskId checked = -1;
-  if (signature_check_ && algorithm_checks_signature(args, algo->name)) {
+  if (signature_check_ && !after_mismatch && algorithm_checks_signature(args, algo->name)) {
     args.check_signature = true;  // in the algorithm's own messages
   } else if (signature_check_) {
     QUORUM_CHECK(add_signature_check(b, args, seq, &checked));
@@ -270,6 +276,8 @@ Status Communicator::start(const CollArgs &args_in, RequestPtr *req, bool blocki
     // The exchange is a barrier itself: no rank's verdict comes before every
     // rank's description reached it.
     last = checked;
+  } else if (after_mismatch) {
+    last = b.add(broken_channel_task(shm_.get()), {checked});
   } else {
     QUORUM_CHECK(algo->build(b, args, &last));
   }
@@ -460,7 +468,7 @@ bool Communicator::run_shm_inline(const CollArgs &a, Status *status) {
   // Every rank on this host, shm selected: the same decision on every rank
   // (the same inputs).
   // (The shm allreduce compares the ranks' calls in its flag line itself.)
-  if (!shm_ || size_ <= 1 || finalized_) return false;
+  if (!shm_ || size_ <= 1 || finalized_ || shm_after_mismatch(a)) return false;
   const FastPathKnobs &k = fast_path_knobs();
   if (!k.shm) return false;
   const uint64_t seq = next_sequence();
@@ -468,6 +476,11 @@ bool Communicator::run_shm_inline(const CollArgs &a, Status *status) {
                                  k.nap_us, seq, signature_check_ ? &scratch_ : nullptr);
   if (*status != kOk) note_failure(*status);
   return true;
+}
+
+bool Communicator::shm_after_mismatch(const CollArgs &a) const {
+  return a.kind == CollKind::Allreduce && shm_ && signature_check_ && shm_->broken() &&
+         shm_->broken_status() == QUORUM_ERR_MISMATCH;
 }
 
 const Communicator::FastPathKnobs &Communicator::fast_path_knobs() {

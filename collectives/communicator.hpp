@@ -188,6 +188,8 @@ class Communicator {
   // schedule. False where it does not apply (take the schedule); else true
   // with the result in *status.
   bool run_shm_inline(const CollArgs &a, Status *status);
+  // An allreduce on a channel that a mismatch broke (with the signature check on).
+  bool shm_after_mismatch(const CollArgs &a) const;
   FastPathKnobs fast_;
   std::string progress_mode_;
   std::atomic<uint64_t> next_seq_{0};

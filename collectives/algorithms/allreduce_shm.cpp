@@ -315,24 +315,7 @@ class ShmAllreduceTask : public Task {
         if (all_posted(s, g + 1)) signatures_agree(s);
       }
       if (error_ != kOk) return failed(status, error_);
-      // A later call: a mismatch stays one (no rank died); anything else
-      // broke the protocol on some rank, as a dead peer would.
-      const Status why = ch_->broken_status();
-      if (why == QUORUM_ERR_PEER_FAILED) {
-        return failed(status, fail(why, "shm", "rank {} failed during a shared-memory allreduce",
-                                   ch_->broken_by()));
-      }
-      if (why == QUORUM_ERR_TIMEOUT) {
-        return failed(status, fail(why, "shm",
-                                   "a shared-memory allreduce timed out waiting for rank {} (it "
-                                   "has not joined), after which no shared-memory allreduce of "
-                                   "this communicator can go on",
-                                   ch_->broken_by()));
-      }
-      return failed(status, fail(why == QUORUM_ERR_MISMATCH ? why : QUORUM_ERR_PEER_FAILED, "shm",
-                                 "a shared-memory allreduce failed on rank {} ({}), after which no "
-                                 "shared-memory allreduce of this communicator can go on",
-                                 ch_->broken_by(), quorum_strerror(why)));
+      return failed(status, shm_broken_error(*ch_));
     }
     const size_t window = static_cast<size_t>(ch_->slots());
     moved_ = false;
@@ -980,7 +963,45 @@ class ShmAllreduceTask : public Task {
   MemoryWaitGuard waiting_;
 };
 
+// What a shm allreduce on a broken channel reports, after the broken_task's
+// signature exchange agreed.
+class BrokenChannelTask : public Task {
+ public:
+  explicit BrokenChannelTask(const ShmChannel *ch) : ch_(ch) {}
+  TaskResult progress(Status *status) override {
+    *status = shm_broken_error(*ch_);
+    return TaskResult::Failed;
+  }
+  std::string describe() const override { return "allreduce on a broken shared-memory channel"; }
+
+ private:
+  const ShmChannel *ch_;
+};
+
 }  // namespace
+
+Status shm_broken_error(const ShmChannel &ch) {
+  // A mismatch stays one (no rank died); anything else broke the protocol on
+  // some rank, as a dead peer would.
+  const Status why = ch.broken_status();
+  if (why == QUORUM_ERR_PEER_FAILED) {
+    return fail(why, "shm", "rank {} failed during a shared-memory allreduce", ch.broken_by());
+  }
+  if (why == QUORUM_ERR_TIMEOUT) {
+    return fail(why, "shm",
+                "a shared-memory allreduce timed out waiting for rank {} (it has not joined), "
+                "after which no shared-memory allreduce of this communicator can go on",
+                ch.broken_by());
+  }
+  return fail(why == QUORUM_ERR_MISMATCH ? why : QUORUM_ERR_PEER_FAILED, "shm",
+              "a shared-memory allreduce failed on rank {} ({}), after which no shared-memory "
+              "allreduce of this communicator can go on",
+              ch.broken_by(), quorum_strerror(why));
+}
+
+std::unique_ptr<Task> broken_channel_task(const ShmChannel *ch) {
+  return std::make_unique<BrokenChannelTask>(ch);
+}
 
 Status shm_allreduce_inline(ShmChannel *ch, Transport *t, const CollArgs &a, ProgressEngine &engine,
                             int64_t timeout_ms, uint64_t spin_ns, int64_t nap_us, uint64_t seq,

@@ -112,6 +112,7 @@ class Transport;
 struct CollArgs;
 class ShmChannel;
 class ScratchPool;
+class Task;
 
 // A blocking allreduce through the channel, run by the calling thread without
 // a schedule (the small-message fast path); polls `engine` now and then,
@@ -127,6 +128,16 @@ constexpr uint64_t kNoSequence = UINT64_MAX;
 Status shm_allreduce_inline(ShmChannel *ch, Transport *t, const CollArgs &a, ProgressEngine &engine,
                             int64_t timeout_ms, uint64_t spin_ns, int64_t nap_us,
                             uint64_t seq = kNoSequence, ScratchPool *scratch = nullptr);
+
+// The failure of a shm allreduce on a broken channel: QUORUM_ERR_MISMATCH
+// after a mismatch, QUORUM_ERR_TIMEOUT after a timeout, else
+// QUORUM_ERR_PEER_FAILED, naming the rank of the first failure.
+Status shm_broken_error(const ShmChannel &ch);
+// An allreduce after a mismatch broke the channel, on every rank whichever
+// path it would take: the signature exchange over messages (so that it meets
+// a rank in another collective of this number, or one that went over
+// messages), then this task, which fails with shm_broken_error.
+std::unique_ptr<Task> broken_channel_task(const ShmChannel *ch);
 
 class ShmChannel {
  public:

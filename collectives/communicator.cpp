@@ -28,8 +28,10 @@ Knob<bool> knob_signature_check(
     "Check that every rank called the same collective with the same count, dtype, op and root, "
     "else fail with QUORUM_ERR_MISMATCH on every rank: the shared-memory allreduce and the "
     "small-message (recursive doubling) allreduce carry the check in their own messages; the "
-    "other collectives on messages run a log2(P)-step exchange of 64 B messages first (on "
-    "unless built with -Dsignature_check=disabled)");
+    "other collectives on messages run a log2(P)-step exchange of 56 B messages first (a "
+    "barrier on messages is that exchange alone), which a shared-memory allreduce or barrier "
+    "joins when a rank calls another collective over messages (on unless built with "
+    "-Dsignature_check=disabled)");
 
 Knob<int64_t> knob_finalize_grace_ms(
     "QUORUM_FINALIZE_GRACE_MS", 1000,

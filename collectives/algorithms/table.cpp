@@ -37,7 +37,8 @@ Knob<int64_t> knob_bcast_large_bytes("QUORUM_BCAST_LARGE_BYTES", 1 << 20,
                                      "Broadcast under auto: messages from this size (on more "
                                      "than 2 ranks) use scatter + ring allgather");
 Knob<std::string> knob_barrier_algo("QUORUM_BARRIER_ALGO", "auto",
-                                    "Barrier algorithm: auto or dissemination",
+                                    "Barrier algorithm over messages: auto or dissemination (with "
+                                    "QUORUM_SIGNATURE_CHECK on, the check's exchange alone)",
                                     {"auto", "dissemination"});
 Knob<std::string> knob_allgather_algo("QUORUM_ALLGATHER_ALGO", "auto",
                                       "Allgather algorithm: auto or ring", {"auto", "ring"});

@@ -9,6 +9,9 @@
 //   op         - allreduce with sum against max
 //   count      - allreduce of 4 elements against 5
 //   kind       - reduce-scatter against allgather
+//   barrier_vs_bcast - barrier against a bcast on the last rank (on messages
+//                the barrier is the signature exchange, on shared memory a
+//                flag round trip through the segment)
 // Shared memory against messages (QUORUM_SHM unset; the allreduce and the
 // barrier go through the segment, the other collectives over messages):
 //   shm_vs_bcast      - allreduce against a bcast on the last rank
@@ -19,7 +22,6 @@
 //   shm_vs_msg        - allreduce (shm) against the same allreduce on the last
 //                       rank, which takes the ring over messages
 //                       (QUORUM_ALLREDUCE_ALGO=ring there only)
-//   barrier_vs_bcast  - barrier against a bcast on the last rank
 //   bcast_vs_barrier  - bcast against a barrier on the last rank
 // On shared memory a mismatch breaks the channel, so run one case there; a
 // later allreduce must fail at once as a mismatch on every rank, and a

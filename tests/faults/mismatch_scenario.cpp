@@ -22,6 +22,8 @@
 //   shm_vs_msg        - allreduce (shm) against the same allreduce on the last
 //                       rank, which takes the ring over messages
 //                       (QUORUM_ALLREDUCE_ALGO=ring there only)
+//   shm_vs_rd         - the same with recursive doubling, which carries the
+//                       check in its own messages with the data
 //   bcast_vs_barrier  - bcast against a barrier on the last rank
 // On shared memory a mismatch breaks the channel, so run one case there; a
 // later allreduce must fail at once as a mismatch on every rank, and a
@@ -80,7 +82,7 @@ quorum_status_t run_case(quorum_comm_t comm, const std::string &name, bool odd) 
     if (odd) return quorum_allgather(comm, buf.data(), out.data(), 16);
     return quorum_allreduce(comm, QUORUM_IN_PLACE, buf.data(), 4, QUORUM_INT32, QUORUM_SUM);
   }
-  if (name == "shm_vs_msg") {
+  if (name == "shm_vs_msg" || name == "shm_vs_rd") {
     return quorum_allreduce(comm, QUORUM_IN_PLACE, buf.data(), 4, QUORUM_INT32, QUORUM_SUM);
   }
   if (name == "barrier_vs_bcast" || name == "bcast_vs_barrier") {
@@ -116,14 +118,15 @@ bool after_broken_channel(quorum_comm_t comm, const std::string &name, double ti
 }  // namespace
 
 int main(int argc, char **argv) {
-  // shm_vs_msg: the last rank's allreduce takes the ring (the knob is read
-  // at its first use, after init).
+  // shm_vs_msg, shm_vs_rd: the last rank's allreduce takes the ring or
+  // recursive doubling (the knob is read at its first use, after init).
   const char *rank_env = getenv("QUORUM_RANK");
   const char *size_env = getenv("QUORUM_SIZE");
   for (int i = 1; i < argc; ++i) {
-    if (std::string(argv[i]) == "shm_vs_msg" && rank_env && size_env &&
+    const std::string name = argv[i];
+    if ((name == "shm_vs_msg" || name == "shm_vs_rd") && rank_env && size_env &&
         atoi(rank_env) == atoi(size_env) - 1) {
-      setenv("QUORUM_ALLREDUCE_ALGO", "ring", 1);
+      setenv("QUORUM_ALLREDUCE_ALGO", name == "shm_vs_msg" ? "ring" : "recursive_doubling", 1);
     }
   }
   quorum_comm_t comm;

@@ -300,10 +300,12 @@ class ShmAllreduceTask : public Task {
   TaskResult progress(Status *status) override {
     if (crossing_) return progress_crossing(status);
     if (ch_->broken()) {
-      // Broken by a rank that found a peer in a message collective of this
-      // number (or by another failure while one waits there): join its
-      // signature exchange, which ends every rank's call as a mismatch.
-      if (const int q = peer_over_messages(); q >= 0) {
+      // Broken by a mismatch, maybe by a rank that found a peer in a message
+      // collective of this number: join that exchange, which ends every
+      // rank's call as a mismatch. (After a peer failure or a timeout, fail
+      // at once: an exchange would wait for a dead rank.)
+      const int q = ch_->broken_status() == QUORUM_ERR_MISMATCH ? peer_over_messages() : -1;
+      if (q >= 0) {
         start_crossing(q);
         return progress_crossing(status);
       }
@@ -963,8 +965,8 @@ class ShmAllreduceTask : public Task {
   MemoryWaitGuard waiting_;
 };
 
-// What a shm allreduce on a broken channel reports, after the broken_task's
-// signature exchange agreed.
+// What an allreduce on a broken channel reports once the signature exchange
+// in front of it agreed (broken_channel_task).
 class BrokenChannelTask : public Task {
  public:
   explicit BrokenChannelTask(const ShmChannel *ch) : ch_(ch) {}
@@ -1053,8 +1055,8 @@ Status build_allreduce_shm(Builder &b, const CollArgs &a, TaskId *last) {
     return fail(QUORUM_ERR_UNSUPPORTED, "allreduce",
                 "shm allreduce needs every rank on this host over ucx (no shared-memory segment)");
   }
-  // The communicator's own channel only: a partial object's channel and its
-  // rounds have numbers of their own (nobody notes message calls there).
+  // On a partial object's channel (rounds numbered on their own) nobody notes
+  // message calls, so its ops never join an exchange.
   *last =
       b.add(std::make_unique<ShmAllreduceTask>(ch, b.transport(), a, b.seq(), &b.scratch_pool()));
   return kOk;

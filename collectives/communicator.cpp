@@ -28,8 +28,10 @@ Knob<bool> knob_signature_check(
     "Check that every rank called the same collective with the same count, dtype, op and root, "
     "else fail with QUORUM_ERR_MISMATCH on every rank: the shared-memory allreduce and the "
     "small-message (recursive doubling) allreduce carry the check in their own messages; the "
-    "other collectives on messages run a log2(P)-step exchange of 64 B messages first (on "
-    "unless built with -Dsignature_check=disabled)");
+    "other collectives on messages run a log2(P)-step exchange of 56 B messages first (a "
+    "barrier on messages is that exchange alone), which a shared-memory allreduce or barrier "
+    "joins when a rank calls another collective over messages (on unless built with "
+    "-Dsignature_check=disabled)");
 
 Knob<int64_t> knob_finalize_grace_ms(
     "QUORUM_FINALIZE_GRACE_MS", 1000,
@@ -259,10 +261,23 @@ Status Communicator::start(const CollArgs &args_in, RequestPtr *req, bool blocki
   uint64_t seq = next_sequence();
   const AlgorithmInfo *algo = nullptr;
   // Shared memory only for host buffers (device buffers go through the transport).
-  bool shm_ready =
-      shm_ && args.kind == CollKind::Allreduce && !any_device_buffer(args.send, args.recv);
+  // After a mismatch broke the channel, every allreduce fails on every rank
+  // (whichever path it would take), after a signature exchange that meets a
+  // mismatched call over messages (broken_channel_task).
+  const bool after_mismatch = shm_after_mismatch(args);
+  bool shm_ready = shm_ && args.kind == CollKind::Allreduce && !after_mismatch &&
+                   !any_device_buffer(args.send, args.recv);
   QUORUM_CHECK(select_algorithm(args, size_, &algo, shm_ready));
-  const CallLabel label{args.kind, args.dtype, args.op, seq, args.count, algo->name};
+  // A checked barrier is the signature exchange alone (see below).
+  const bool exchange_barrier = args.kind == CollKind::Barrier && signature_check_;
+  const CallLabel label{args.kind,
+                        args.dtype,
+                        args.op,
+                        seq,
+                        args.count,
+                        exchange_barrier ? "signature exchange"
+                        : after_mismatch ? "after a shared-memory mismatch"
+                                         : algo->name};
   if (log_enabled(LogLevel::Debug, "coll"))
     QLOG_DEBUG("coll", "start {}", format_call_label(label));
   auto sched = std::make_unique<Schedule>(coll_kind_name(args.kind));
@@ -270,15 +285,27 @@ Status Communicator::start(const CollArgs &args_in, RequestPtr *req, bool blocki
   if (shm_ready) b.set_shm(shm_.get());
   StagingPlan staging;
   QUORUM_CHECK(stage_device_buffers(b, &args, transport_.get(), &staging));
-  if (signature_check_ && algorithm_checks_signature(args, algo->name)) {
+  // Over messages where the others may go through shared memory: say so on
+  // the channel, where a rank that waits there for this one looks (it then
+  // joins this call's signature exchange, see allreduce_shm.hpp).
+  if (!(shm_ready && std::strcmp(algo->name, "shm") == 0)) note_message_call(seq);
+  TaskId checked = -1;
+  if (signature_check_ && !after_mismatch && algorithm_checks_signature(args, algo->name)) {
     args.check_signature = true;  // in the algorithm's own messages
   } else if (signature_check_) {
-    TaskId checked;
     QUORUM_CHECK(add_signature_check(b, args, seq, &checked));
     b.set_entry({checked});
   }
   TaskId last = -1;
-  QUORUM_CHECK(algo->build(b, args, &last));
+  if (exchange_barrier) {
+    // The exchange is a barrier itself: no rank's verdict comes before every
+    // rank's description reached it.
+    last = checked;
+  } else if (after_mismatch) {
+    last = b.add(broken_channel_task(shm_.get()), {checked});
+  } else {
+    QUORUM_CHECK(algo->build(b, args, &last));
+  }
   finish_device_staging(b, staging, last);
   auto request =
       std::make_shared<Request>(std::move(sched), Deadline::after_ms(knob_timeout_ms.get()),
@@ -467,14 +494,19 @@ bool Communicator::run_shm_inline(const CollArgs &a, Status *status) {
   // Every rank on this host, shm selected: the same decision on every rank
   // (the same inputs).
   // (The shm allreduce compares the ranks' calls in its flag line itself.)
-  if (!shm_ || size_ <= 1 || finalized_) return false;
+  if (!shm_ || size_ <= 1 || finalized_ || shm_after_mismatch(a)) return false;
   const FastPathKnobs &k = fast_path_knobs();
   if (!k.shm) return false;
-  next_sequence();
+  const uint64_t seq = next_sequence();
   *status = shm_allreduce_inline(shm_.get(), transport_.get(), a, *engine_, k.timeout_ms, k.spin_ns,
-                                 k.nap_us);
+                                 k.nap_us, seq, signature_check_ ? &scratch_ : nullptr);
   if (*status != kOk) note_failure(*status);
   return true;
+}
+
+bool Communicator::shm_after_mismatch(const CollArgs &a) const {
+  return a.kind == CollKind::Allreduce && shm_ && signature_check_ && shm_->broken() &&
+         shm_->broken_status() == QUORUM_ERR_MISMATCH;
 }
 
 const Communicator::FastPathKnobs &Communicator::fast_path_knobs() {

@@ -129,6 +129,12 @@ class Communicator {
   // Ids of persistent objects (partial collectives), the same on every rank.
   ObjectIds &object_ids() { return object_ids_; }
   bool signature_check() const { return signature_check_; }
+  // Collective `seq` runs over messages with its signature check: said on the
+  // shm channel, where a rank that waits there for this one looks (it then
+  // joins the check; allreduce_shm.hpp).
+  void note_message_call(uint64_t seq) {
+    if (shm_ && signature_check_) shm_->note_message_call(seq);
+  }
 
   // Persistent objects (partial collectives) register what lets go of this
   // communicator should it be finalized before they are destroyed; finalize
@@ -182,6 +188,8 @@ class Communicator {
   // schedule. False where it does not apply (take the schedule); else true
   // with the result in *status.
   bool run_shm_inline(const CollArgs &a, Status *status);
+  // An allreduce on a channel that a mismatch broke (with the signature check on).
+  bool shm_after_mismatch(const CollArgs &a) const;
   FastPathKnobs fast_;
   std::string progress_mode_;
   std::atomic<uint64_t> next_seq_{0};

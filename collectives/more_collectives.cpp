@@ -31,6 +31,7 @@ Status run_collective(Communicator &comm, const CollArgs &sig, const BuildBody &
   auto schedule = std::make_unique<Schedule>(what);
   Builder b(*schedule, comm.transport(), comm.rank(), comm.size(), sig.kind, seq, comm.scratch());
   if (comm.signature_check() && comm.size() > 1) {
+    comm.note_message_call(seq);
     TaskId checked = -1;
     QUORUM_CHECK(add_signature_check(b, sig, seq, &checked));
     b.set_entry({checked});

@@ -97,33 +97,8 @@ class RangeVerdictTask : public Task {
   uint64_t seq_;
 };
 
-}  // namespace
-
-bool CallRecord::operator<(const CallRecord &o) const {
-  return count != o.count   ? count < o.count
-         : kind != o.kind   ? kind < o.kind
-         : dtype != o.dtype ? dtype < o.dtype
-         : op != o.op       ? op < o.op
-                            : root < o.root;
-}
-
-bool CallRecord::same_call(const CallRecord &o) const {
-  return count == o.count && kind == o.kind && dtype == o.dtype && op == o.op && root == o.root;
-}
-
-CallRecord call_record(const CollArgs &args, int rank) {
-  CallRecord mine{};
-  mine.count = args.count;
-  mine.rank = rank;
-  mine.kind = static_cast<uint8_t>(args.kind);
-  bool reduction = args.kind == CollKind::Allreduce || args.kind == CollKind::ReduceScatter;
-  mine.dtype = reduction ? static_cast<uint8_t>(args.dtype) : 0;
-  mine.op = reduction ? static_cast<uint8_t>(args.op) : 0;
-  mine.root = args.kind == CollKind::Bcast ? args.root : 0;
-  return mine;
-}
-
-std::string describe_call(const CallRecord &r) {
+// A call's kind and arguments, as a user wrote it.
+std::string describe_call_arguments(const CallRecord &r) {
   CollKind k = static_cast<CollKind>(r.kind);
   switch (k) {
     case CollKind::Allreduce:
@@ -138,6 +113,39 @@ std::string describe_call(const CallRecord &r) {
     default:
       return coll_kind_name(k);
   }
+}
+
+}  // namespace
+
+bool CallRecord::operator<(const CallRecord &o) const {
+  return count != o.count   ? count < o.count
+         : kind != o.kind   ? kind < o.kind
+         : dtype != o.dtype ? dtype < o.dtype
+         : op != o.op       ? op < o.op
+         : root != o.root   ? root < o.root
+                            : over_shm < o.over_shm;
+}
+
+bool CallRecord::same_call(const CallRecord &o) const {
+  return count == o.count && kind == o.kind && dtype == o.dtype && op == o.op && root == o.root &&
+         over_shm == o.over_shm;
+}
+
+CallRecord call_record(const CollArgs &args, int rank) {
+  CallRecord mine{};
+  mine.count = args.count;
+  mine.rank = rank;
+  mine.kind = static_cast<uint8_t>(args.kind);
+  bool reduction = args.kind == CollKind::Allreduce || args.kind == CollKind::ReduceScatter;
+  mine.dtype = reduction ? static_cast<uint8_t>(args.dtype) : 0;
+  mine.op = reduction ? static_cast<uint8_t>(args.op) : 0;
+  mine.root = args.kind == CollKind::Bcast ? args.root : 0;
+  mine.over_shm = args.over_shm ? 1 : 0;
+  return mine;
+}
+
+std::string describe_call(const CallRecord &r) {
+  return describe_call_arguments(r) + (r.over_shm ? " over shared memory" : "");
 }
 
 void CallRange::merge(const CallRange &o) {

@@ -17,7 +17,11 @@
 // Signature with the collective's sequence number, so an allreduce and a
 // checked call of another kind meet and disagree instead of waiting. The
 // data of a mismatched allreduce is garbage, never read out of bounds: each
-// rank reduces its own count from its own buffers.
+// rank reduces its own count from its own buffers. A barrier over messages is
+// the header-only exchange alone (itself a barrier). A rank whose shm
+// allreduce or barrier meets a rank on messages joins the exchange with its
+// call marked as over shared memory (allreduce_shm.hpp), so that it differs
+// even from the same call over messages.
 #pragma once
 
 #include <string>
@@ -36,7 +40,8 @@ Status build_signature_exchange(Builder &b, const CollArgs &args, uint64_t seq, 
 struct CallRecord {
   uint64_t count;
   int32_t rank;
-  uint8_t kind, dtype, op, pad;
+  uint8_t kind, dtype, op;
+  uint8_t over_shm;  // 1: through the shared-memory channel (CollArgs::over_shm)
   int32_t root;
   uint32_t pad2;
   bool operator<(const CallRecord &o) const;

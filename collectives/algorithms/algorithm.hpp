@@ -66,6 +66,9 @@ struct CollArgs {
   // algorithms that say so in algorithm_checks_signature; the communicator
   // puts the separate check of signature.hpp in front of the others).
   bool check_signature = false;
+  // The call went through the shared-memory channel: its call record says so
+  // (signature.hpp), so that it differs from the same call over messages.
+  bool over_shm = false;
 };
 
 // Whether the algorithm detects mismatched calls itself when asked

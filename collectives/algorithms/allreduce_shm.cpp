@@ -44,6 +44,7 @@
 #include "collectives/patterns/blocks.hpp"
 #include "collectives/reduce/reduce_kernels.hpp"
 #include "collectives/reduce/streaming.hpp"
+#include "collectives/signature.hpp"
 #include "runtime/clock.hpp"
 #include "runtime/cross_memory.hpp"
 #include "runtime/log.hpp"
@@ -132,7 +133,8 @@ Status ShmChannel::create(const ShmGroup &group, std::unique_ptr<ShmChannel> *ou
   out->reset();
   const int p = group.size;
   constexpr int kSlots = 2;
-  const size_t flag_lines = 1 + 4 * static_cast<size_t>(p) * kSlots;
+  // broken, 4 flags per rank and slot, a message-call line per rank.
+  const size_t flag_lines = 1 + 4 * static_cast<size_t>(p) * kSlots + static_cast<size_t>(p);
   const size_t header = (flag_lines * kLine + 4095) / 4096 * 4096;
   const size_t budget = static_cast<size_t>(std::max<int64_t>(0, knob_shm_max_bytes.get()));
   size_t chunk = static_cast<size_t>(std::max<int64_t>(4096, knob_shm_chunk_bytes.get()));
@@ -241,9 +243,13 @@ constexpr size_t kOneChunkReplicatedBytes = 64 << 10;
 
 class ShmAllreduceTask : public Task {
  public:
-  ShmAllreduceTask(ShmChannel *ch, Transport *t, const CollArgs &a)
+  // seq, scratch: see shm_allreduce_inline.
+  ShmAllreduceTask(ShmChannel *ch, Transport *t, const CollArgs &a, uint64_t seq,
+                   ScratchPool *scratch)
       : ch_(ch),
         t_(t),
+        seq_(seq),
+        scratch_(scratch),
         send_(static_cast<const uint8_t *>(a.send)),
         recv_(static_cast<uint8_t *>(a.recv)),
         count_(a.count),
@@ -292,7 +298,17 @@ class ShmAllreduceTask : public Task {
   }
 
   TaskResult progress(Status *status) override {
+    if (crossing_) return progress_crossing(status);
     if (ch_->broken()) {
+      // Broken by a mismatch, maybe by a rank that found a peer in a message
+      // collective of this number: join that exchange, which ends every
+      // rank's call as a mismatch. (After a peer failure or a timeout, fail
+      // at once: an exchange would wait for a dead rank.)
+      const int q = ch_->broken_status() == QUORUM_ERR_MISMATCH ? peer_over_messages() : -1;
+      if (q >= 0) {
+        start_crossing(q);
+        return progress_crossing(status);
+      }
       // A rank that saw a mismatched call first broke the channel: this one
       // reports the mismatch too where its first chunk shows it.
       if (error_ == kOk && nchunks_ > 0 && stage_[0] == kPosted) {
@@ -301,24 +317,7 @@ class ShmAllreduceTask : public Task {
         if (all_posted(s, g + 1)) signatures_agree(s);
       }
       if (error_ != kOk) return failed(status, error_);
-      // A later call: a mismatch stays one (no rank died); anything else
-      // broke the protocol on some rank, as a dead peer would.
-      const Status why = ch_->broken_status();
-      if (why == QUORUM_ERR_PEER_FAILED) {
-        return failed(status, fail(why, "shm", "rank {} failed during a shared-memory allreduce",
-                                   ch_->broken_by()));
-      }
-      if (why == QUORUM_ERR_TIMEOUT) {
-        return failed(status, fail(why, "shm",
-                                   "a shared-memory allreduce timed out waiting for rank {} (it "
-                                   "has not joined), after which no shared-memory allreduce of "
-                                   "this communicator can go on",
-                                   ch_->broken_by()));
-      }
-      return failed(status, fail(why == QUORUM_ERR_MISMATCH ? why : QUORUM_ERR_PEER_FAILED, "shm",
-                                 "a shared-memory allreduce failed on rank {} ({}), after which no "
-                                 "shared-memory allreduce of this communicator can go on",
-                                 ch_->broken_by(), quorum_strerror(why)));
+      return failed(status, shm_broken_error(*ch_));
     }
     const size_t window = static_cast<size_t>(ch_->slots());
     moved_ = false;
@@ -346,11 +345,22 @@ class ShmAllreduceTask : public Task {
                                    "rank {} failed during a shared-memory allreduce", q));
       }
     }
+    // Stalled: a rank that runs this collective number over messages will
+    // never post (one load of its message-call line per peer).
+    if (const int q = peer_over_messages(); q >= 0) {
+      start_crossing(q);
+      return progress_crossing(status);
+    }
     waiting_.acquire();
     return TaskResult::Pending;
   }
 
   void cancel(Status why) override {
+    if (crossing_) {
+      if (!crossing_->done()) crossing_->abort(why);
+      waiting_.release();
+      return;
+    }
     // Aborted mid-protocol: the flags no longer agree, so no shm allreduce can
     // follow. The others then name the rank this one waited for, or the dead
     // rank that ended this one's wait, rather than this rank.
@@ -363,8 +373,27 @@ class ShmAllreduceTask : public Task {
     waiting_.release();
   }
 
+  // No message of the signature exchange (see start_crossing) in flight.
+  bool quiescent() const override { return !crossing_ || crossing_->quiescent(); }
+  // The exchange's receives would not settle: left allocated, with their
+  // scratch, so that no late message lands in memory used again.
+  void leak_crossing() {
+    QLOG_ERROR("shm",
+               "rank {}: the signature exchange of collective #{} did not stop; left "
+               "allocated",
+               ch_->rank(), seq_);
+    (void)crossing_.release();
+    (void)new std::vector<ScratchPool::Lease>(std::move(crossing_leases_));
+  }
+
   // The rank a timeout names (the schedule's stall report).
-  int peer() const override { return lagging_rank(); }
+  int peer() const override {
+    if (crossing_) {
+      const std::vector<int> peers = crossing_->waiting_peers();
+      return peers.empty() ? -1 : peers.front();
+    }
+    return lagging_rank();
+  }
 
   // Whether the last progress() call moved any chunk forward.
   bool moved() const { return moved_; }
@@ -372,6 +401,7 @@ class ShmAllreduceTask : public Task {
   // The first rank this one waits for (its posted, else reduced, flag for
   // the first unfinished chunk is behind), or -1: whom a timeout names.
   int lagging_rank() const {
+    if (crossing_) return peer();
     if (first_ >= nchunks_) return -1;
     const uint64_t g = base_ + first_;
     const int s = static_cast<int>(g % static_cast<uint64_t>(ch_->slots()));
@@ -388,11 +418,19 @@ class ShmAllreduceTask : public Task {
   // Gives up after the timeout: the channel is broken naming `lagging`, so
   // that the other ranks report the same stalled rank.
   void time_out(int lagging) {
+    if (crossing_) {
+      cancel(QUORUM_ERR_TIMEOUT);
+      return;
+    }
     if (first_ < nchunks_) ch_->set_broken(QUORUM_ERR_TIMEOUT, lagging);
     waiting_.release();
   }
 
   std::string describe() const override {
+    if (crossing_) {
+      return fmt::format("shm {} #{}: signature exchange with ranks over messages: {}",
+                         barrier_ ? "barrier" : "allreduce", seq_, crossing_->stall_report());
+    }
     return fmt::format("shm {} chunk {} of {} (stage {})", barrier_ ? "barrier" : "allreduce",
                        first_, nchunks_, first_ < nchunks_ ? int{stage_[first_]} : int{kDone});
   }
@@ -408,6 +446,52 @@ class ShmAllreduceTask : public Task {
     waiting_.release();
     *status = s;
     return TaskResult::Failed;
+  }
+
+  // A peer whose message-call line shows this collective's number (it runs
+  // another collective, or this one over messages), or -1.
+  int peer_over_messages() {
+    if (seq_ == kNoSequence || scratch_ == nullptr) return -1;
+    for (int q = 0; q < ch_->size(); ++q) {
+      if (q != ch_->rank() && ch_->in_message_call(q, seq_)) return q;
+    }
+    return -1;
+  }
+
+  // Rank q runs collective seq_ over messages: the shm protocol cannot finish
+  // (q never posts), so the channel is broken as a mismatch, and this rank
+  // joins q's signature exchange at seq_ with its own call (over shared
+  // memory), which every rank's verdict then shows to differ.
+  void start_crossing(int q) {
+    ch_->set_broken(QUORUM_ERR_MISMATCH);
+    QLOG_DEBUG("shm", "{} #{} on rank {}: rank {} runs this collective over messages",
+               barrier_ ? "barrier" : "allreduce", seq_, ch_->rank(), q);
+    CollArgs mine;
+    mine.kind = barrier_ ? CollKind::Barrier : CollKind::Allreduce;
+    mine.count = barrier_ ? 0 : count_;
+    mine.dtype = dtype_;
+    mine.op = op_;
+    mine.over_shm = true;
+    crossing_ = std::make_unique<Schedule>("signature exchange after a crossing");
+    Builder b(*crossing_, t_, ch_->rank(), ch_->size(), mine.kind, seq_, *scratch_);
+    TaskId verdict = -1;
+    crossing_status_ = build_signature_exchange(b, mine, seq_, false, &verdict);
+    crossing_leases_ = b.take_leases();
+    waiting_.release();  // messages now: the engine may sleep on transport events
+  }
+
+  // Runs the signature exchange started by start_crossing; its verdict (a
+  // mismatch: this rank's call is marked as over shared memory) is the call's.
+  TaskResult progress_crossing(Status *status) {
+    moved_ = false;
+    if (crossing_status_ != kOk) return failed(status, crossing_status_);
+    while (crossing_->progress()) moved_ = true;
+    if (!crossing_->done()) return TaskResult::Pending;
+    if (crossing_->status() != kOk) return failed(status, crossing_->status());
+    return failed(status, fail(QUORUM_ERR_MISMATCH, "shm",
+                               "{} #{} on rank {}: a rank ran this collective over messages while "
+                               "this rank went through shared memory",
+                               barrier_ ? "barrier" : "allreduce", seq_, ch_->rank()));
   }
 
   // Every rank's flag for slot s has reached `value`.
@@ -838,6 +922,11 @@ class ShmAllreduceTask : public Task {
 
   ShmChannel *ch_;
   Transport *t_;
+  uint64_t seq_;          // on the communicator (kNoSequence: none)
+  ScratchPool *scratch_;  // for the signature exchange (null: no exchange)
+  std::vector<ScratchPool::Lease> crossing_leases_;  // outlive crossing_'s tasks
+  std::unique_ptr<Schedule> crossing_;               // the signature exchange, once started
+  Status crossing_status_ = kOk;
   const uint8_t *send_;
   uint8_t *recv_;
   size_t count_;
@@ -876,11 +965,50 @@ class ShmAllreduceTask : public Task {
   MemoryWaitGuard waiting_;
 };
 
+// What an allreduce on a broken channel reports once the signature exchange
+// in front of it agreed (broken_channel_task).
+class BrokenChannelTask : public Task {
+ public:
+  explicit BrokenChannelTask(const ShmChannel *ch) : ch_(ch) {}
+  TaskResult progress(Status *status) override {
+    *status = shm_broken_error(*ch_);
+    return TaskResult::Failed;
+  }
+  std::string describe() const override { return "allreduce on a broken shared-memory channel"; }
+
+ private:
+  const ShmChannel *ch_;
+};
+
 }  // namespace
 
+Status shm_broken_error(const ShmChannel &ch) {
+  // A mismatch stays one (no rank died); anything else broke the protocol on
+  // some rank, as a dead peer would.
+  const Status why = ch.broken_status();
+  if (why == QUORUM_ERR_PEER_FAILED) {
+    return fail(why, "shm", "rank {} failed during a shared-memory allreduce", ch.broken_by());
+  }
+  if (why == QUORUM_ERR_TIMEOUT) {
+    return fail(why, "shm",
+                "a shared-memory allreduce timed out waiting for rank {} (it has not joined), "
+                "after which no shared-memory allreduce of this communicator can go on",
+                ch.broken_by());
+  }
+  return fail(why == QUORUM_ERR_MISMATCH ? why : QUORUM_ERR_PEER_FAILED, "shm",
+              "a shared-memory allreduce failed on rank {} ({}), after which no shared-memory "
+              "allreduce of this communicator can go on",
+              ch.broken_by(), quorum_strerror(why));
+}
+
+std::unique_ptr<Task> broken_channel_task(const ShmChannel *ch) {
+  return std::make_unique<BrokenChannelTask>(ch);
+}
+
 Status shm_allreduce_inline(ShmChannel *ch, Transport *t, const CollArgs &a, ProgressEngine &engine,
-                            int64_t timeout_ms, uint64_t spin_ns, int64_t nap_us) {
-  ShmAllreduceTask task(ch, t, a);
+                            int64_t timeout_ms, uint64_t spin_ns, int64_t nap_us, uint64_t seq,
+                            ScratchPool *scratch) {
+  ShmAllreduceTask task(ch, t, a, seq, scratch);
   Status status = kOk;
   // Clocks are read only after polls that moved nothing (in a VM a clock read
   // costs as much as a flag round trip); the deadline starts at the first.
@@ -904,6 +1032,12 @@ Status shm_allreduce_inline(ShmChannel *ch, Transport *t, const CollArgs &a, Pro
     if (deadline->expired()) {
       const int lagging = task.lagging_rank();
       task.time_out(lagging);
+      // The signature exchange's receives must be settled before its scratch
+      // goes back to the pool (bounded: a transport that never cancels them
+      // is stuck anyway).
+      const Deadline settle = Deadline::after_ms(1000);
+      while (!task.quiescent() && !settle.expired()) engine.progress_once();
+      if (!task.quiescent()) task.leak_crossing();
       return fail(QUORUM_ERR_TIMEOUT, "progress",
                   "{} on rank {} timed out after {} ms; waiting for rank {}: {}",
                   a.kind == CollKind::Barrier ? std::string("barrier (shm)")
@@ -921,7 +1055,10 @@ Status build_allreduce_shm(Builder &b, const CollArgs &a, TaskId *last) {
     return fail(QUORUM_ERR_UNSUPPORTED, "allreduce",
                 "shm allreduce needs every rank on this host over ucx (no shared-memory segment)");
   }
-  *last = b.add(std::make_unique<ShmAllreduceTask>(ch, b.transport(), a));
+  // On a partial object's channel (rounds numbered on their own) nobody notes
+  // message calls, so its ops never join an exchange.
+  *last =
+      b.add(std::make_unique<ShmAllreduceTask>(ch, b.transport(), a, b.seq(), &b.scratch_pool()));
   return kOk;
 }
 

@@ -28,6 +28,19 @@
 // calls on a broken channel fail at once, naming the rank and status of the
 // first failure: as QUORUM_ERR_MISMATCH after a mismatch, else as
 // QUORUM_ERR_PEER_FAILED.
+// Collectives over messages (all but the shm allreduce and barrier, and
+// those with device buffers or another algorithm forced on a rank): a rank
+// notes each one's sequence number on its own line of the header, one word
+// of eight by seq % 8 (note_message_call, one store). A rank whose shm op
+// waits for a rank that never posts reads that rank's line: when it shows
+// the op's own sequence number, the two ranks called different collectives
+// (or one took shared memory and the other messages), and waiting would end
+// in a timeout. The waiting rank then breaks the channel as a mismatch and
+// joins the message ranks' signature exchange (signature.hpp) at that
+// sequence number with its own call, marked as taken over shared memory, so
+// that every rank, on either side, fails with QUORUM_ERR_MISMATCH naming
+// two calls that differ. A rank that finds the channel broken runs the same
+// exchange where a peer's line shows its sequence number.
 // The posted word also carries, in its top 16 bits, how far the rank's done
 // prefix (every chunk below it finished) lagged the chunk it posts. A peer that
 // reads the word anyway (it needs the input) thus learns that those chunks are
@@ -98,6 +111,8 @@ class ProgressEngine;
 class Transport;
 struct CollArgs;
 class ShmChannel;
+class ScratchPool;
+class Task;
 
 // A blocking allreduce through the channel, run by the calling thread without
 // a schedule (the small-message fast path); polls `engine` now and then,
@@ -105,8 +120,24 @@ class ShmChannel;
 // engine's choice: short when ranks share cores), and gives up with
 // QUORUM_ERR_TIMEOUT after timeout_ms (<= 0: never). a.kind Barrier (one
 // int32 sum): a barrier, whose signature matches no allreduce.
+// seq: the collective's sequence number on the communicator (kNoSequence:
+// none, e.g. the path probe); with `scratch`, a rank that finds a peer in a
+// message collective of that number joins its signature exchange (see the
+// top of ShmChannel's comment).
+constexpr uint64_t kNoSequence = UINT64_MAX;
 Status shm_allreduce_inline(ShmChannel *ch, Transport *t, const CollArgs &a, ProgressEngine &engine,
-                            int64_t timeout_ms, uint64_t spin_ns, int64_t nap_us);
+                            int64_t timeout_ms, uint64_t spin_ns, int64_t nap_us,
+                            uint64_t seq = kNoSequence, ScratchPool *scratch = nullptr);
+
+// The failure of a shm allreduce on a broken channel: QUORUM_ERR_MISMATCH
+// after a mismatch, QUORUM_ERR_TIMEOUT after a timeout, else
+// QUORUM_ERR_PEER_FAILED, naming the rank of the first failure.
+Status shm_broken_error(const ShmChannel &ch);
+// An allreduce after a mismatch broke the channel, on every rank whichever
+// path it would take: the signature exchange over messages (so that it meets
+// a rank in another collective of this number, or one that went over
+// messages), then this task, which fails with shm_broken_error.
+std::unique_ptr<Task> broken_channel_task(const ShmChannel *ch);
 
 class ShmChannel {
  public:
@@ -213,6 +244,20 @@ class ShmChannel {
   static constexpr uint64_t op_signature(uint64_t bytes, int dtype, int op) {
     return (bytes & kTagMask) | (static_cast<uint64_t>(dtype & 0xff) << 48) |
            (static_cast<uint64_t>(op & 0xff) << 56);
+  }
+  // Words of rank r's message-call line (see the top of this file).
+  static constexpr uint64_t kMessageCallWords = 8;  // one line
+  std::atomic<uint64_t> &message_call(int r, uint64_t seq) {
+    return (&line(1 + 4 * static_cast<size_t>(size_) * slots_ +
+                  static_cast<size_t>(r)))[seq % kMessageCallWords];
+  }
+  // This rank runs collective `seq` over messages.
+  void note_message_call(uint64_t seq) {
+    message_call(rank_, seq).store(seq + 1, std::memory_order_release);
+  }
+  // Rank q runs (or ran) collective `seq` over messages.
+  bool in_message_call(int q, uint64_t seq) {
+    return message_call(q, seq).load(std::memory_order_acquire) == seq + 1;
   }
   std::atomic<uint64_t> &reduced(int r, int s) { return flag(1 + 1 * size_ * slots_, r, s); }
   std::atomic<uint64_t> &done(int r, int s) { return flag(1 + 2 * size_ * slots_, r, s); }

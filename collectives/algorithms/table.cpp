@@ -38,7 +38,8 @@ Knob<int64_t> knob_bcast_large_bytes("QUORUM_BCAST_LARGE_BYTES", 1 << 20,
                                      "Broadcast under auto: messages from this size (on more "
                                      "than 2 ranks) use scatter + ring allgather");
 Knob<std::string> knob_barrier_algo("QUORUM_BARRIER_ALGO", "auto",
-                                    "Barrier algorithm: auto or dissemination",
+                                    "Barrier algorithm over messages: auto or dissemination (with "
+                                    "QUORUM_SIGNATURE_CHECK on, the check's exchange alone)",
                                     {"auto", "dissemination"});
 Knob<std::string> knob_allgather_algo("QUORUM_ALLGATHER_ALGO", "auto",
                                       "Allgather algorithm: auto or ring", {"auto", "ring"});
@@ -87,8 +88,9 @@ const AlgorithmInfo *find(CollKind kind, const char *name) {
 
 bool algorithm_checks_signature(const CollArgs &args, const char *name) {
   const std::string n = name;
-  // A barrier has no arguments to disagree on.
-  if (args.kind == CollKind::Barrier) return true;
+  // A barrier over messages is the separate check alone (communicator.cpp):
+  // it meets a collective of another kind there, or a rank that went
+  // through shared memory (allreduce_shm.hpp).
   if (args.kind != CollKind::Allreduce) return false;
   return n == "shm" || (n == "recursive_doubling" &&
                         args.count * dtype_size(args.dtype) <= kSignatureInlineBytes);

@@ -54,7 +54,7 @@ bool tls_may_include_shared_memory() {
 }
 
 // How QUORUM_UCX_ERROR_MODE is set (the knob admits only these three).
-enum class ErrorModeSetting { Auto, Peer, None };
+enum class ErrorModeSetting : uint32_t { Auto, Peer, None };
 ErrorModeSetting error_mode_setting() {
   const std::string &mode = knob_ucx_error_mode.get();
   if (mode == "peer") return ErrorModeSetting::Peer;
@@ -62,12 +62,26 @@ ErrorModeSetting error_mode_setting() {
   return ErrorModeSetting::Auto;
 }
 
-// What every rank publishes before the endpoints are made: its worker
-// address's length and whether it watches every local peer.
-struct AddressHeader {
-  uint64_t length;
-  uint64_t watches_local_peers;
-};
+// The mode one end wants for an endpoint: in auto, none only to a local
+// process while this end watches every local process it has.
+bool wants_no_error_handling(ErrorModeSetting setting, bool watches_local_peers, bool local) {
+  switch (setting) {
+    case ErrorModeSetting::Peer:
+      return false;
+    case ErrorModeSetting::None:
+      return true;
+    case ErrorModeSetting::Auto:
+      break;
+  }
+  return local && watches_local_peers;
+}
+
+// A setting as a peer published it; anything unknown counts as peer.
+ErrorModeSetting published_setting(uint32_t value) {
+  return value <= static_cast<uint32_t>(ErrorModeSetting::None)
+             ? static_cast<ErrorModeSetting>(value)
+             : ErrorModeSetting::Peer;
+}
 
 // Worker addresses are a few hundred bytes; anything far larger means the
 // bootstrap delivered garbage.
@@ -75,6 +89,15 @@ constexpr uint64_t kMaxAddressBytes = 1 << 20;
 // Ranks live above the 44 tag bits of a 64-bit UCX tag.
 constexpr int kMaxRanks = 1 << (64 - kTagBits);
 }  // namespace
+
+// What every rank publishes before the endpoints are made: its worker
+// address's length, its error mode setting and whether it watches every
+// local peer (see endpoint_error_mode).
+struct UcxTransport::AddressHeader {
+  uint64_t length;
+  uint32_t error_mode;  // an ErrorModeSetting
+  uint32_t watches_local_peers;
+};
 
 std::unique_ptr<Transport> make_ucx_transport() {
   return std::make_unique<UcxTransport>();
@@ -245,7 +268,8 @@ Status UcxTransport::connect_peers(Bootstrap &bootstrap) {
   }
   // Lengths first, then every address padded to the longest one, since the
   // bootstrap's allgather needs the same size on every rank.
-  AddressHeader mine{attr.address_length, watches_local_peers_ ? 1u : 0u};
+  AddressHeader mine{attr.address_length, static_cast<uint32_t>(error_mode_setting()),
+                     watches_local_peers_ ? 1u : 0u};
   std::vector<AddressHeader> headers(static_cast<size_t>(size_));
   Status status = bootstrap.allgather(&mine, headers.data(), sizeof(AddressHeader));
   uint64_t stride = 0;
@@ -268,7 +292,7 @@ Status UcxTransport::connect_peers(Bootstrap &bootstrap) {
 
   for (int p = 0; p < size_; ++p) {
     if (p == rank_) continue;
-    peers_[p]->err_mode = endpoint_error_mode(*peers_[p], headers[p].watches_local_peers != 0);
+    peers_[p]->err_mode = endpoint_error_mode(*peers_[p], headers[p]);
     ucp_ep_params_t params{};
     params.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
                         UCP_EP_PARAM_FIELD_ERR_HANDLER;
@@ -287,23 +311,20 @@ Status UcxTransport::connect_peers(Bootstrap &bootstrap) {
   return kOk;
 }
 
-// In auto mode an endpoint is NONE when its two processes share this host
-// (kernel boot and PID namespace: "local" is symmetric) and each of them
-// watches all its local peers; what a rank watches also depends on what it
-// can read in /proc, which only it knows, hence the published flag. Any doubt
-// gives PEER, which works everywhere, only slower between local processes.
+// The two ends of an endpoint must choose the same mode (UCX 1.13 fails a
+// pair whose modes differ), so the choice is made from what both published:
+// NONE only when both ends want it, PEER otherwise (PEER works everywhere,
+// only slower between local processes). In auto, "local" (same kernel boot
+// and PID namespace) is symmetric, but what a rank can watch depends on what
+// it can read in /proc, which only it knows, hence the published flag; a
+// differing setting of the knob on some rank also ends in PEER.
 ucp_err_handling_mode_t UcxTransport::endpoint_error_mode(const Peer &peer,
-                                                          bool peer_watches_local) const {
-  switch (error_mode_setting()) {
-    case ErrorModeSetting::Peer:
-      return UCP_ERR_HANDLING_MODE_PEER;
-    case ErrorModeSetting::None:
-      return UCP_ERR_HANDLING_MODE_NONE;
-    case ErrorModeSetting::Auto:
-      break;
-  }
-  return peer.local && watches_local_peers_ && peer_watches_local ? UCP_ERR_HANDLING_MODE_NONE
-                                                                  : UCP_ERR_HANDLING_MODE_PEER;
+                                                          const AddressHeader &theirs) const {
+  const bool mine_none =
+      wants_no_error_handling(error_mode_setting(), watches_local_peers_, peer.local);
+  const bool theirs_none = wants_no_error_handling(published_setting(theirs.error_mode),
+                                                   theirs.watches_local_peers != 0, peer.local);
+  return mine_none && theirs_none ? UCP_ERR_HANDLING_MODE_NONE : UCP_ERR_HANDLING_MODE_PEER;
 }
 
 Status UcxTransport::exchange_process_identities(Bootstrap &bootstrap) {

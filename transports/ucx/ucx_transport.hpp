@@ -103,9 +103,10 @@ class UcxTransport : public Transport {
   Status create_worker();
   Status connect_peers(Bootstrap &bootstrap);
   Status exchange_process_identities(Bootstrap &bootstrap);
-  // The error handling mode of the endpoint to `peer`, given whether that
-  // peer watches all its local peers (see the .cpp).
-  ucp_err_handling_mode_t endpoint_error_mode(const Peer &peer, bool peer_watches_local) const;
+  // What a rank publishes with its worker address (see the .cpp), and the
+  // error handling mode of the endpoint to `peer` given what it published.
+  struct AddressHeader;
+  ucp_err_handling_mode_t endpoint_error_mode(const Peer &peer, const AddressHeader &theirs) const;
   void log_selected_transports();
   Status check_peer(int peer, const char *op) const;
 

@@ -68,9 +68,11 @@ class PipeBootstrap : public Bootstrap {
   int write_fd_;
 };
 
-// Starts this binary as rank 1 running `scenario`; returns its pid and the
-// parent's bootstrap through *bootstrap.
-pid_t start_child(const std::string &scenario, std::unique_ptr<PipeBootstrap> *bootstrap) {
+// Starts this binary as rank 1 running `scenario` (with QUORUM_UCX_ERROR_MODE
+// set to `error_mode` unless empty); returns its pid and the parent's
+// bootstrap through *bootstrap.
+pid_t start_child(const std::string &scenario, std::unique_ptr<PipeBootstrap> *bootstrap,
+                  const char *error_mode = "") {
   int to_child[2], to_parent[2];
   if (pipe(to_child) != 0 || pipe(to_parent) != 0) return -1;
   pid_t child = fork();
@@ -80,6 +82,7 @@ pid_t start_child(const std::string &scenario, std::unique_ptr<PipeBootstrap> *b
     std::string spec =
         scenario + " " + std::to_string(to_child[0]) + " " + std::to_string(to_parent[1]);
     setenv(kChildEnv, spec.c_str(), 1);
+    if (error_mode[0] != '\0') setenv("QUORUM_UCX_ERROR_MODE", error_mode, 1);
     execl("/proc/self/exe", "/proc/self/exe", "--gtest_filter=UcxDeadPeerChild.Run", nullptr);
     _exit(127);
   }
@@ -172,6 +175,41 @@ TEST(UcxDeadPeer, PendingOperationsFailWhenPeerDies) {
   EXPECT_EQ(transport->recv(1, 3, &never, sizeof never, &later), QUORUM_ERR_PEER_FAILED);
 
   // Shutdown cannot meet the dead peer at the barrier; it still cleans up.
+  EXPECT_NE(transport->shutdown(*bootstrap), kOk);
+}
+
+// The two ends of an endpoint must use one UCX error mode (UCX fails the
+// pair otherwise). Here this rank (auto) would choose none toward a watched
+// local process, the child is set to peer: both must end up with peer, so
+// the message arrives, UCX leaves cma out, and the death is still reported.
+TEST(UcxDeadPeer, EndsWithDifferentErrorModeSettingsAgree) {
+  const char *mine = std::getenv("QUORUM_UCX_ERROR_MODE");
+  if (mine != nullptr && std::string(mine) != "auto") GTEST_SKIP() << "needs error mode auto here";
+  signal(SIGPIPE, SIG_IGN);
+  set_log_rank(0);
+  std::unique_ptr<PipeBootstrap> bootstrap;
+  pid_t child = start_child("small", &bootstrap, "peer");
+  ASSERT_GT(child, 0);
+  auto transport = make_ucx_transport();
+  ASSERT_EQ(transport->init(*bootstrap), kOk) << last_error();
+  EXPECT_EQ(transport->description().find("cma"), std::string::npos) << transport->description();
+
+  uint64_t hello = 0;
+  TransportRequest first;
+  ASSERT_EQ(transport->recv(1, 1, &hello, sizeof hello, &first), kOk);
+  ASSERT_TRUE(test::wait_request(*transport, first, 10000));
+  ASSERT_EQ(first.state.load(), TransportRequest::Done) << last_error();
+  EXPECT_EQ(hello, 12345u);
+
+  uint64_t never = 0;
+  TransportRequest pending;
+  ASSERT_EQ(transport->recv(1, 2, &never, sizeof never, &pending), kOk);
+  uint8_t go = 1, ignored[2];
+  ASSERT_EQ(bootstrap->allgather(&go, ignored, 1), kOk);
+  reap(child);
+  ASSERT_TRUE(test::wait_request(*transport, pending, 15000))
+      << "no failure reported 15 s after the peer died";
+  EXPECT_EQ(pending.status, QUORUM_ERR_PEER_FAILED);
   EXPECT_NE(transport->shutdown(*bootstrap), kOk);
 }
 

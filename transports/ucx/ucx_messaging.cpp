@@ -197,12 +197,18 @@ void UcxTransport::expire_cancelled_sends() {
       if (op->cancel_ns != 0 && now - op->cancel_ns > grace_ns) stuck = op;
     }
     if (stuck == nullptr) continue;
+    const bool closable = peer->err_mode == UCP_ERR_HANDLING_MODE_PEER;
     mark_peer_failed(
         *peer, UCS_ERR_CANCELED,
         fmt::format("a cancelled {} of {} B with tag {:#x} was still pending after "
-                    "{} ms (QUORUM_UCX_CANCEL_GRACE_MS): closing the endpoint",
-                    stuck->is_recv ? "receive" : "send", stuck->bytes, stuck->tag, grace_ms)
+                    "{} ms (QUORUM_UCX_CANCEL_GRACE_MS): {}",
+                    stuck->is_recv ? "receive" : "send", stuck->bytes, stuck->tag, grace_ms,
+                    closable ? "closing the endpoint" : "giving up on the peer")
             .c_str());
+    // UCX refuses to force-close an endpoint in error mode none (a watched
+    // process of this host): its transfers stay with UCX until the worker is
+    // destroyed, and handle_peer_failures() releases the callers' requests.
+    if (!closable) continue;
     // Purges every send to the peer: their callbacks run (now or in a later
     // progress) with UCS_ERR_CANCELED, and UCX no longer reads their buffers;
     // a matched receive from it gets no more data once the endpoint is gone.

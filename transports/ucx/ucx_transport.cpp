@@ -21,11 +21,12 @@ namespace quorum {
 
 Knob<std::string> knob_ucx_error_mode(
     "QUORUM_UCX_ERROR_MODE", "auto",
-    "UCX endpoint error handling: peer (UCX reports a dead peer; but UCX then avoids cma, so "
-    "large messages between local processes are much slower), none (UCX reports nothing), or "
-    "auto (none when every peer is a local process, whose death quorum notices itself through "
-    "/proc; peer otherwise). In every mode a dead local peer fails pending operations with "
-    "QUORUM_ERR_PEER_FAILED",
+    "UCX error handling, chosen per endpoint: peer (UCX reports a dead or unreachable peer; but "
+    "UCX then avoids cma, so large messages between processes of one host are much slower), "
+    "none (UCX reports nothing), or auto (none to each process of this host, whose death quorum "
+    "notices itself through /proc, so those keep cma and shared memory; peer to the peers on "
+    "other hosts, or to all when some local process cannot be watched). In every mode a dead "
+    "local peer fails pending operations with QUORUM_ERR_PEER_FAILED",
     {"auto", "peer", "none"});
 Knob<int64_t> knob_ucx_keepalive_ms(
     "QUORUM_UCX_KEEPALIVE_MS", 1000,
@@ -52,12 +53,51 @@ bool tls_may_include_shared_memory() {
   return false;
 }
 
+// How QUORUM_UCX_ERROR_MODE is set (the knob admits only these three).
+enum class ErrorModeSetting : uint32_t { Auto, Peer, None };
+ErrorModeSetting error_mode_setting() {
+  const std::string &mode = knob_ucx_error_mode.get();
+  if (mode == "peer") return ErrorModeSetting::Peer;
+  if (mode == "none") return ErrorModeSetting::None;
+  return ErrorModeSetting::Auto;
+}
+
+// The mode one end wants for an endpoint: in auto, none only to a local
+// process while this end watches every local process it has.
+bool wants_no_error_handling(ErrorModeSetting setting, bool watches_local_peers, bool local) {
+  switch (setting) {
+    case ErrorModeSetting::Peer:
+      return false;
+    case ErrorModeSetting::None:
+      return true;
+    case ErrorModeSetting::Auto:
+      break;
+  }
+  return local && watches_local_peers;
+}
+
+// A setting as a peer published it; anything unknown counts as peer.
+ErrorModeSetting published_setting(uint32_t value) {
+  return value <= static_cast<uint32_t>(ErrorModeSetting::None)
+             ? static_cast<ErrorModeSetting>(value)
+             : ErrorModeSetting::Peer;
+}
+
 // Worker addresses are a few hundred bytes; anything far larger means the
 // bootstrap delivered garbage.
 constexpr uint64_t kMaxAddressBytes = 1 << 20;
 // Ranks live above the 44 tag bits of a 64-bit UCX tag.
 constexpr int kMaxRanks = 1 << (64 - kTagBits);
 }  // namespace
+
+// What every rank publishes before the endpoints are made: its worker
+// address's length, its error mode setting and whether it watches every
+// local peer (see endpoint_error_mode).
+struct UcxTransport::AddressHeader {
+  uint64_t length;
+  uint32_t error_mode;  // an ErrorModeSetting
+  uint32_t watches_local_peers;
+};
 
 std::unique_ptr<Transport> make_ucx_transport() {
   return std::make_unique<UcxTransport>();
@@ -169,7 +209,7 @@ Status UcxTransport::create_context() {
     return fail(QUORUM_ERR_TRANSPORT, "ucx", "rank {}: reading the UCX configuration failed: {}",
                 rank_, ucs_status_string(st));
   }
-  if (knob_ucx_error_mode.get() != "none") tune_for_failure_detection(config);
+  if (error_mode_setting() != ErrorModeSetting::None) tune_for_failure_detection(config);
   avoid_multi_fragment_eager(config);
   ucp_params_t params{};
   params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_REQUEST_SIZE |
@@ -228,38 +268,36 @@ Status UcxTransport::connect_peers(Bootstrap &bootstrap) {
   }
   // Lengths first, then every address padded to the longest one, since the
   // bootstrap's allgather needs the same size on every rank.
-  uint64_t my_length = attr.address_length;
-  std::vector<uint64_t> lengths(static_cast<size_t>(size_));
-  Status status = bootstrap.allgather(&my_length, lengths.data(), sizeof(uint64_t));
+  AddressHeader mine{attr.address_length, static_cast<uint32_t>(error_mode_setting()),
+                     watches_local_peers_ ? 1u : 0u};
+  std::vector<AddressHeader> headers(static_cast<size_t>(size_));
+  Status status = bootstrap.allgather(&mine, headers.data(), sizeof(AddressHeader));
   uint64_t stride = 0;
-  if (status == kOk) {
-    stride = *std::max_element(lengths.begin(), lengths.end());
-    for (int p = 0; p < size_ && status == kOk; ++p) {
-      if (lengths[p] == 0 || lengths[p] > kMaxAddressBytes) {
-        status = fail(QUORUM_ERR_BOOTSTRAP, "ucx", "rank {}: peer {} sent a {} B worker address",
-                      rank_, p, lengths[p]);
-      }
+  for (int p = 0; p < size_ && status == kOk; ++p) {
+    if (headers[p].length == 0 || headers[p].length > kMaxAddressBytes) {
+      status = fail(QUORUM_ERR_BOOTSTRAP, "ucx", "rank {}: peer {} sent a {} B worker address",
+                    rank_, p, headers[p].length);
     }
+    stride = std::max(stride, headers[p].length);
   }
   std::vector<uint8_t> addresses;
   if (status == kOk) {
-    std::vector<uint8_t> mine(stride, 0);
-    std::memcpy(mine.data(), attr.address, attr.address_length);
+    std::vector<uint8_t> padded(stride, 0);
+    std::memcpy(padded.data(), attr.address, attr.address_length);
     addresses.resize(stride * static_cast<size_t>(size_));
-    status = bootstrap.allgather(mine.data(), addresses.data(), stride);
+    status = bootstrap.allgather(padded.data(), addresses.data(), stride);
   }
   ucp_worker_release_address(worker_, attr.address);
   if (status != kOk) return status;
 
-  std::string mode = knob_ucx_error_mode.get();
-  peer_error_mode_ = mode == "peer" || (mode == "auto" && !all_peers_watched_);
   for (int p = 0; p < size_; ++p) {
     if (p == rank_) continue;
+    peers_[p]->err_mode = endpoint_error_mode(*peers_[p], headers[p]);
     ucp_ep_params_t params{};
     params.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
                         UCP_EP_PARAM_FIELD_ERR_HANDLER;
     params.address = reinterpret_cast<const ucp_address_t *>(addresses.data() + stride * p);
-    params.err_mode = peer_error_mode_ ? UCP_ERR_HANDLING_MODE_PEER : UCP_ERR_HANDLING_MODE_NONE;
+    params.err_mode = peers_[p]->err_mode;
     params.err_handler.cb = &UcxTransport::error_callback;
     params.err_handler.arg = peers_[p].get();
     st = ucp_ep_create(worker_, &params, &peers_[p]->ep);
@@ -273,11 +311,28 @@ Status UcxTransport::connect_peers(Bootstrap &bootstrap) {
   return kOk;
 }
 
+// The two ends of an endpoint must choose the same mode (UCX 1.13 fails a
+// pair whose modes differ), so the choice is made from what both published:
+// NONE only when both ends want it, PEER otherwise (PEER works everywhere,
+// only slower between local processes). In auto, "local" (same kernel boot
+// and PID namespace) is symmetric, but what a rank can watch depends on what
+// it can read in /proc, which only it knows, hence the published flag; a
+// differing setting of the knob on some rank also ends in PEER.
+ucp_err_handling_mode_t UcxTransport::endpoint_error_mode(const Peer &peer,
+                                                          const AddressHeader &theirs) const {
+  const bool mine_none =
+      wants_no_error_handling(error_mode_setting(), watches_local_peers_, peer.local);
+  const bool theirs_none = wants_no_error_handling(published_setting(theirs.error_mode),
+                                                   theirs.watches_local_peers != 0, peer.local);
+  return mine_none && theirs_none ? UCP_ERR_HANDLING_MODE_NONE : UCP_ERR_HANDLING_MODE_PEER;
+}
+
 Status UcxTransport::exchange_process_identities(Bootstrap &bootstrap) {
   ProcessIdentity me = ProcessIdentity::self();
   std::vector<ProcessIdentity> all(static_cast<size_t>(size_));
   QUORUM_CHECK(bootstrap.allgather(&me, all.data(), sizeof(ProcessIdentity)));
   int watched = 0;
+  int local = 0;
   peers_.clear();
   for (int p = 0; p < size_; ++p) {
     peers_.push_back(std::make_unique<Peer>());
@@ -288,13 +343,15 @@ Status UcxTransport::exchange_process_identities(Bootstrap &bootstrap) {
     Peer &peer = *peers_[p];
     peer.process = all[p];
     peer.process.boot_id[sizeof(peer.process.boot_id) - 1] = '\0';
+    peer.local = p != rank_ && me.can_watch(peer.process);
     // Only what can be seen alive now can later be declared dead.
-    peer.watched = p != rank_ && me.can_watch(peer.process) &&
-                   process_liveness(peer.process) == Liveness::Alive;
+    peer.watched = peer.local && process_liveness(peer.process) == Liveness::Alive;
+    local += peer.local ? 1 : 0;
     watched += peer.watched ? 1 : 0;
   }
   all_peers_watched_ = watched == size_ - 1;
-  QLOG_DEBUG("ucx", "rank {}: watching {} local peer processes", rank_, watched);
+  watches_local_peers_ = watched == local;
+  QLOG_DEBUG("ucx", "rank {}: watching {} of {} local peer processes", rank_, watched, local);
   return kOk;
 }
 
@@ -308,9 +365,15 @@ void UcxTransport::log_selected_transports() {
     all.devices.insert(lanes.devices.begin(), lanes.devices.end());
   }
   selected_ = describe_lanes(all);
-  QLOG_INFO("ucx", "rank {} of {}: UCX {}, connected to {} peers over {} (error mode {})", rank_,
-            size_, ucx_version(), size_ - 1, selected_.empty() ? "(no peers)" : selected_,
-            peer_error_mode_ ? "peer" : "none");
+  int unchecked = 0;  // endpoints in error mode none
+  for (const auto &peer : peers_) {
+    if (peer->rank != rank_ && peer->err_mode == UCP_ERR_HANDLING_MODE_NONE) ++unchecked;
+  }
+  QLOG_INFO("ucx",
+            "rank {} of {}: UCX {}, connected to {} peers over {} (error mode none to {}, peer "
+            "to {})",
+            rank_, size_, ucx_version(), size_ - 1, selected_.empty() ? "(no peers)" : selected_,
+            unchecked, size_ - 1 - unchecked);
   if (!first_text.empty()) QLOG_DEBUG("ucx", "rank {}: first endpoint:\n{}", rank_, first_text);
 }
 
@@ -366,6 +429,12 @@ void UcxTransport::close_endpoints(Deadline deadline, bool force) {
     // A failed endpoint can only be closed by force (UCX's rule); a flush on
     // a live one delivers what we still have queued for it.
     bool forced = force || peer->failed.load();
+    if (forced && peer->err_mode != UCP_ERR_HANDLING_MODE_PEER) {
+      // UCX refuses to force-close an endpoint in error mode none: it is
+      // left to ucp_worker_destroy, which purges what it still holds.
+      peer->ep = nullptr;
+      continue;
+    }
     param.flags = forced ? UCP_EP_CLOSE_FLAG_FORCE : 0;
     ucs_status_ptr_t request = ucp_ep_close_nbx(peer->ep, &param);
     peer->ep = nullptr;

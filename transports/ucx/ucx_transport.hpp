@@ -1,12 +1,16 @@
 // ucx_transport.hpp: the UCX transport (UCP tag matching over whatever UCX
 // selects: shared memory, TCP, RDMA; CUDA memory when UCX was built with it).
 //
-// One ucp_context and one ucp_worker per instance, one endpoint per peer
-// (error handling mode PEER, so a dead peer becomes QUORUM_ERR_PEER_FAILED).
-// In PEER mode UCX only uses transports that report peer failures: the
+// One ucp_context and one ucp_worker per instance, one endpoint per peer,
+// each with its own error handling mode. On a PEER endpoint UCX reports a dead
+// peer (QUORUM_ERR_PEER_FAILED), but only uses transports that can: the
 // shared-memory ones (posix, sysv) only when asked (MM_ERROR_HANDLING, which
-// init sets), and never cma; QUORUM_UCX_ERROR_MODE=none trades failure
-// detection for those.
+// init sets), and never cma. By default (QUORUM_UCX_ERROR_MODE=auto) the
+// endpoints to the processes of this host that both sides watch through /proc
+// are NONE, so UCX keeps cma and shared memory for them, and every other
+// endpoint (peers on other hosts) is PEER. Both sides of an endpoint must
+// choose the same mode (UCX 1.13 fails a pair whose modes differ), so the
+// choice is made from what both ranks published at init.
 // The UCX tag carries the source rank above the user's 44-bit tag, and every
 // receive uses a full mask, so it matches exactly one peer and one tag.
 // In-flight operations live in UCX's own request memory (request_size), linked
@@ -75,8 +79,10 @@ class UcxTransport : public Transport {
     bool failure_handled = false;
     ucs_status_t cause = UCS_OK;
     Op *ops = nullptr;     // head of the intrusive list of pending operations
-    bool watched = false;  // a process of this host whose liveness we check
+    bool local = false;    // a process of this kernel boot and PID namespace
+    bool watched = false;  // a local process whose liveness we check
     ProcessIdentity process{};
+    ucp_err_handling_mode_t err_mode = UCP_ERR_HANDLING_MODE_PEER;  // of ep
     uint64_t heard_ns = 0;          // when its last probe message came (ucx_probe.cpp)
     bool answer_due = false;        // it asked: answer from the next progress()
     uint32_t probe_out[2][2] = {};  // what we send it (kept until UCX is done)
@@ -97,6 +103,10 @@ class UcxTransport : public Transport {
   Status create_worker();
   Status connect_peers(Bootstrap &bootstrap);
   Status exchange_process_identities(Bootstrap &bootstrap);
+  // What a rank publishes with its worker address (see the .cpp), and the
+  // error handling mode of the endpoint to `peer` given what it published.
+  struct AddressHeader;
+  ucp_err_handling_mode_t endpoint_error_mode(const Peer &peer, const AddressHeader &theirs) const;
   void log_selected_transports();
   Status check_peer(int peer, const char *op) const;
 
@@ -147,8 +157,8 @@ class UcxTransport : public Transport {
   ucp_worker_h worker_ = nullptr;
   int event_fd_ = -1;
   bool cuda_memory_ = false;
-  bool all_peers_watched_ = false;  // every peer is a local process we can watch
-  bool peer_error_mode_ = true;
+  bool all_peers_watched_ = false;    // every peer is a local process we can watch
+  bool watches_local_peers_ = false;  // every local peer is watched (published at init)
   bool shutting_down_ = false;
   bool in_progress_ = false;
   bool failures_pending_ = false;
@@ -166,8 +176,9 @@ class UcxTransport : public Transport {
 
 std::unique_ptr<Transport> make_ucx_transport();
 
-// QUORUM_UCX_ERROR_MODE: "peer" (dead peers become QUORUM_ERR_PEER_FAILED) or
-// "none" (no failure detection, every UCX transport allowed).
+// QUORUM_UCX_ERROR_MODE: "peer" (UCX reports dead peers on every endpoint),
+// "none" (UCX reports nothing, every UCX transport allowed) or "auto" (none
+// to the watched processes of this host, peer to everyone else).
 extern Knob<std::string> knob_ucx_error_mode;
 // QUORUM_UCX_CANCEL_GRACE_MS: how long a cancelled send may stay pending.
 extern Knob<int64_t> knob_ucx_cancel_grace_ms;

@@ -283,7 +283,8 @@ constexpr const char *kOtherVariables[] = {
     "QUORUM_UCX_DEAD_PEER_CHILD",
     // the build and test scripts' own
     "QUORUM_BUILD_JOBS", "QUORUM_BUILD_TARGETS", "QUORUM_CONFIGURE_ONLY", "QUORUM_WITH_TORCH",
-    "QUORUM_FUZZ_CXX"};
+    "QUORUM_FUZZ_CXX", "QUORUM_FUZZ_TARGETS", "QUORUM_BUILD_DIR", "QUORUM_CLUSTER_PREFIX",
+    "QUORUM_CLUSTER_NET", "QUORUM_RDZV_TOKEN"};
 
 // Levenshtein distance over the first 64 characters of each name (longer
 // names are no misspelling of a knob).

@@ -10,8 +10,9 @@
 # QUORUM_ERR_PEER_FAILED, that every other survivor fails its call with
 # QUORUM_ERR_PEER_FAILED or QUORUM_ERR_TIMEOUT within QUORUM_TIMEOUT_MS + 2 s.
 # mpirun runs with orte_enable_recovery, so that it does not kill the
-# survivors as soon as the victim dies; the probe then skips quorum_finalize
-# (see link_down_probe.c), and mpirun only ends at its --timeout
+# survivors as soon as the victim dies (the PMIx job then goes on without the
+# victim's values); every survivor's quorum_finalize must still return within
+# QUORUM_FINALIZE_GRACE_MS + 1.5 s. mpirun only ends at its --timeout
 # (MPIRUN_TIMEOUT, default 15 s here; the survivors report within about 3 s).
 # Needs root (skips with 77 otherwise).
 set -euo pipefail
@@ -20,6 +21,8 @@ source "$(dirname "$0")/common.sh"
 multihost_up 2
 export QUORUM_TIMEOUT_MS=${DEAD_PEER_TIMEOUT_MS:-10000}
 export QUORUM_UCX_ERROR_MODE=auto QUORUM_LOG_LEVEL=info QUORUM_UCX_KEEPALIVE_MS=1000
+export QUORUM_FINALIZE_GRACE_MS=${QUORUM_FINALIZE_GRACE_MS:-1000}
+grace_ms=$QUORUM_FINALIZE_GRACE_MS
 layout=${P}1:2,${P}2:2
 np=4
 bound_ms=$((QUORUM_TIMEOUT_MS + 2000))
@@ -62,6 +65,14 @@ for victim in 1 2; do
     else
       grep -Eq "QUORUM_ERR_(TIMEOUT|PEER_FAILED)" <<<"$line" ||
         fail "rank $rank: not a timeout or a failed peer: $line"
+    fi
+    fin=$(grep -E "finalize returned .* after [0-9]+ ms" "$reports/rank.$rank" || true)
+    if [ -z "$fin" ]; then
+      fail "rank $rank: quorum_finalize did not return"
+    else
+      fin_ms=$(sed -E 's/.* after ([0-9]+) ms.*/\1/' <<<"$fin")
+      [ "$fin_ms" -le $((grace_ms + 1500)) ] ||
+        fail "rank $rank: quorum_finalize took $fin_ms ms (> $((grace_ms + 1500)))"
     fi
   done
   if [ "$failures" -gt 0 ]; then

@@ -268,8 +268,10 @@ Status Communicator::start(const CollArgs &args_in, RequestPtr *req, bool blocki
   bool shm_ready = shm_ && args.kind == CollKind::Allreduce && !after_mismatch &&
                    !any_device_buffer(args.send, args.recv);
   QUORUM_CHECK(select_algorithm(args, size_, &algo, shm_ready));
-  // A checked barrier is the signature exchange alone (see below).
-  const bool exchange_barrier = args.kind == CollKind::Barrier && signature_check_;
+  // A checked barrier is the signature exchange alone (see below), unless the
+  // user asked for a barrier algorithm.
+  const bool exchange_barrier =
+      args.kind == CollKind::Barrier && signature_check_ && !barrier_algorithm_forced();
   const CallLabel label{args.kind,
                         args.dtype,
                         args.op,

@@ -151,6 +151,10 @@ struct AlgorithmInfo {
 // channel: at every size, from the knobs alone (the blocking fast path caches it).
 bool allreduce_uses_shm();
 
+// Whether QUORUM_BARRIER_ALGO names an algorithm (not auto): a checked barrier
+// then runs it after the signature exchange instead of the exchange alone.
+bool barrier_algorithm_forced();
+
 // Every algorithm, registered in algorithms/table.cpp.
 const std::vector<AlgorithmInfo> &algorithm_table();
 // The algorithm for this call: the knob QUORUM_<KIND>_ALGO if set, else the

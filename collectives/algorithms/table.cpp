@@ -101,6 +101,10 @@ bool allreduce_uses_shm() {
   return forced == "shm" || (forced == "auto" && knob_allreduce_shm_auto.get());
 }
 
+bool barrier_algorithm_forced() {
+  return knob_barrier_algo.get() != "auto";
+}
+
 namespace {
 
 const char *default_choice(const CollArgs &args, int size, bool shm_ready) {

@@ -1,8 +1,9 @@
 # common.sh: sourced by the multi-host tests. Brings up a simulated cluster of
 # $1 hosts (prefix qht, so a cluster a user brought up with cluster.sh stays
 # untouched) and tears it down on exit; skips (77) where namespaces or mpirun
-# are missing. Gives mpirun_on (mpirun across the hosts), link_bytes, and
-# $work, a scratch folder removed on exit.
+# are missing. Gives mpirun_on (mpirun across the hosts), link_bytes, fail and
+# check_probe_report (the fault tests' checks), and $work, a scratch folder
+# removed on exit.
 # shellcheck shell=bash
 multihost_dir=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 export QUORUM_CLUSTER_PREFIX=${QUORUM_CLUSTER_PREFIX:-qht}
@@ -45,4 +46,45 @@ link_bytes() {
 link_bytes_each() {
   local s=/sys/class/net/${P}v$1/statistics
   echo "$(cat "$s/tx_bytes") $(cat "$s/rx_bytes")"
+}
+
+failures=0
+# fail MESSAGE: a failed check, counted in $failures.
+fail() {
+  echo "FAIL: $*"
+  failures=$((failures + 1))
+}
+
+# check_probe_report FILE RANK BOUND_MS GRACE_MS: link_down_probe's report for
+# RANK says its call failed with QUORUM_ERR_PEER_FAILED or _TIMEOUT within
+# BOUND_MS and quorum_finalize then returned within GRACE_MS + 1.5 s. Leaves
+# the failed call's line in $probe_line (empty if there was none).
+check_probe_report() {
+  local file=$1 rank=$2 bound_ms=$3 grace_ms=$4 took fin fin_ms
+  probe_line=$(grep "call .* failed after" "$file" 2>/dev/null || true)
+  if [ -z "$probe_line" ]; then
+    fail "rank $rank reported no failed call"
+    return
+  fi
+  took=$(sed -E 's/.* failed after ([0-9]+) ms.*/\1/' <<<"$probe_line")
+  [ "$took" -le "$bound_ms" ] || fail "rank $rank: the call failed after $took ms (> $bound_ms)"
+  grep -Eq "QUORUM_ERR_(TIMEOUT|PEER_FAILED)" <<<"$probe_line" ||
+    fail "rank $rank: not a timeout or a failed peer: $probe_line"
+  fin=$(grep -E "finalize returned .* after [0-9]+ ms" "$file" || true)
+  if [ -z "$fin" ]; then
+    fail "rank $rank: quorum_finalize did not return"
+  else
+    fin_ms=$(sed -E 's/.* after ([0-9]+) ms.*/\1/' <<<"$fin")
+    [ "$fin_ms" -le $((grace_ms + 1500)) ] ||
+      fail "rank $rank: quorum_finalize took $fin_ms ms (> $((grace_ms + 1500)))"
+  fi
+}
+
+# end_if_failed OUTPUT: after a failed check, shows the start of the job's
+# OUTPUT (without the probes' ready lines) and exits 1.
+end_if_failed() {
+  [ "$failures" -gt 0 ] || return 0
+  echo "== mpirun's output:"
+  grep -v ready "$1" | grep -v "^\s*$" | head -n 40
+  exit 1
 }

@@ -26,11 +26,6 @@ grace_ms=$QUORUM_FINALIZE_GRACE_MS
 layout=${P}1:2,${P}2:2
 np=4
 bound_ms=$((QUORUM_TIMEOUT_MS + 2000))
-failures=0
-fail() {
-  echo "FAIL: $*"
-  failures=$((failures + 1))
-}
 
 for victim in 1 2; do
   partner=$((victim ^ 1))
@@ -50,35 +45,16 @@ for victim in 1 2; do
     fail "rank $victim did not reach its death"
   for rank in $(seq 0 $((np - 1))); do
     [ "$rank" -ne "$victim" ] || continue
-    line=$(grep "call .* failed after" "$reports/rank.$rank" 2>/dev/null || true)
-    if [ -z "$line" ]; then
-      fail "rank $rank reported no failed call"
-      continue
-    fi
-    took=$(sed -E 's/.* failed after ([0-9]+) ms.*/\1/' <<<"$line")
-    [ "$took" -le "$bound_ms" ] || fail "rank $rank: the call failed after $took ms (> $bound_ms)"
+    check_probe_report "$reports/rank.$rank" "$rank" "$bound_ms" "$grace_ms"
+    line=$probe_line
+    [ -n "$line" ] || continue
     if [ "$rank" -eq "$partner" ]; then
       grep -q "QUORUM_ERR_PEER_FAILED" <<<"$line" ||
         fail "rank $rank (host partner of $victim): not a failed peer: $line"
       grep -Eq "rank $rank: lost peer rank $victim: process [0-9]+ has exited" "$work/out.$victim" ||
         fail "rank $rank (host partner of $victim) did not see process $victim exit"
-    else
-      grep -Eq "QUORUM_ERR_(TIMEOUT|PEER_FAILED)" <<<"$line" ||
-        fail "rank $rank: not a timeout or a failed peer: $line"
-    fi
-    fin=$(grep -E "finalize returned .* after [0-9]+ ms" "$reports/rank.$rank" || true)
-    if [ -z "$fin" ]; then
-      fail "rank $rank: quorum_finalize did not return"
-    else
-      fin_ms=$(sed -E 's/.* after ([0-9]+) ms.*/\1/' <<<"$fin")
-      [ "$fin_ms" -le $((grace_ms + 1500)) ] ||
-        fail "rank $rank: quorum_finalize took $fin_ms ms (> $((grace_ms + 1500)))"
     fi
   done
-  if [ "$failures" -gt 0 ]; then
-    echo "== mpirun's output:"
-    grep -v ready "$work/out.$victim" | grep -v "^\s*$" | head -n 40
-    exit 1
-  fi
+  end_if_failed "$work/out.$victim"
 done
 echo "PASS: a dead rank was reported by its host partner (error mode none) and by every survivor"

@@ -46,42 +46,19 @@ end=$(date +%s%N)
 cat "$reports"/rank.* 2>/dev/null || true
 echo "== mpirun exited $rc, $(((end - down_at) / 1000000)) ms after the link went down"
 
-failures=0
-fail() {
-  echo "FAIL: $*"
-  failures=$((failures + 1))
-}
 [ "$rc" -ne 0 ] || fail "mpirun exited 0"
 bound_ms=$((QUORUM_TIMEOUT_MS + 2000))
 for rank in $(seq 0 $((np - 1))); do
   file=$reports/rank.$rank
   if [ "$rank" -lt 2 ]; then others='2,3'; else others='0,1'; fi
-  line=$(grep "call .* failed after" "$file" 2>/dev/null || true)
-  if [ -z "$line" ]; then
-    fail "rank $rank reported no failed call"
-    continue
-  fi
-  took=$(sed -E 's/.* failed after ([0-9]+) ms.*/\1/' <<<"$line")
-  [ "$took" -le "$bound_ms" ] || fail "rank $rank: the call failed after $took ms (> $bound_ms)"
-  grep -Eq "QUORUM_ERR_(TIMEOUT|PEER_FAILED)" <<<"$line" ||
-    fail "rank $rank: not a timeout or a failed peer: $line"
+  check_probe_report "$file" "$rank" "$bound_ms" "$grace_ms"
+  line=$probe_line
+  [ -n "$line" ] || continue
   # The unreachable ranks are named: the probe's silent list, or a failed peer.
   if ! grep -Fq "no answer within" <<<"$line" || ! grep -Fq "[$others]" <<<"$line"; then
     grep -Eq "QUORUM_ERR_PEER_FAILED.*rank [${others/,/}]" <<<"$line" ||
       fail "rank $rank does not name ranks $others: $line"
   fi
-  fin=$(grep -E "finalize returned .* after [0-9]+ ms" "$file" || true)
-  if [ -z "$fin" ]; then
-    fail "rank $rank: quorum_finalize did not return"
-  else
-    fin_ms=$(sed -E 's/.* after ([0-9]+) ms.*/\1/' <<<"$fin")
-    [ "$fin_ms" -le $((grace_ms + 1500)) ] ||
-      fail "rank $rank: quorum_finalize took $fin_ms ms (> $((grace_ms + 1500)))"
-  fi
 done
-if [ "$failures" -gt 0 ]; then
-  echo "== mpirun's output:"
-  grep -v ready "$work/out" | grep -v "^\s*$" | head -n 40
-  exit 1
-fi
+end_if_failed "$work/out"
 echo "PASS: every rank named the other host's ranks within $bound_ms ms"

@@ -97,6 +97,10 @@ const char *quorum_last_error(void);
 
 /* Size in bytes of one element of dtype, or 0 for an unknown dtype. */
 size_t quorum_dtype_size(quorum_dtype_t dtype);
+/* Name of dtype ("float32", "float64", "float16", "bfloat16", "int32",
+ * "int64"), or "unknown". The dtypes are the values from 0 up to the first
+ * whose quorum_dtype_size is 0. */
+const char *quorum_dtype_name(quorum_dtype_t dtype);
 
 quorum_status_t quorum_allreduce(quorum_comm_t comm, const void *send, void *recv, size_t count,
                                  quorum_dtype_t dtype, quorum_op_t op);

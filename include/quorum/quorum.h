@@ -140,6 +140,23 @@ quorum_status_t quorum_alltoall(quorum_comm_t comm, const void *send, void *recv
 quorum_status_t quorum_alltoallv(quorum_comm_t comm, const void *send, const size_t *send_bytes,
                                  const size_t *send_offsets, void *recv, const size_t *recv_bytes,
                                  const size_t *recv_offsets);
+/* Non-blocking forms: the same arguments and checks, plus a request that
+ * completes through quorum_wait / quorum_test (as quorum_iallreduce's). The
+ * buffers must stay untouched until then; alltoallv's size and offset arrays
+ * are read during the call and may be reused at once. Collectives, blocking
+ * or not, must be started in the same order on every rank. */
+quorum_status_t quorum_ireduce(quorum_comm_t comm, const void *send, void *recv, size_t count,
+                               quorum_dtype_t dtype, quorum_op_t op, int root,
+                               quorum_request_t *req);
+quorum_status_t quorum_igather(quorum_comm_t comm, const void *send, void *recv,
+                               size_t bytes_per_rank, int root, quorum_request_t *req);
+quorum_status_t quorum_iscatter(quorum_comm_t comm, const void *send, void *recv,
+                                size_t bytes_per_rank, int root, quorum_request_t *req);
+quorum_status_t quorum_ialltoall(quorum_comm_t comm, const void *send, void *recv,
+                                 size_t bytes_per_rank, quorum_request_t *req);
+quorum_status_t quorum_ialltoallv(quorum_comm_t comm, const void *send, const size_t *send_bytes,
+                                  const size_t *send_offsets, void *recv, const size_t *recv_bytes,
+                                  const size_t *recv_offsets, quorum_request_t *req);
 
 /* Sub-communicators, as MPI_Comm_split and MPI_Comm_dup make them. Collective
  * over comm (every rank calls it, in the same order as comm's collectives).

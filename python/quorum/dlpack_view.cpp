@@ -109,8 +109,15 @@ bool c_contiguous(const DLTensor &t) {
 
 // Refuses devices this build cannot pass to the C API, before anything is exported.
 void check_device(const py::object &obj, const char *what) {
-  py::tuple dev = obj.attr("__dlpack_device__")();
-  const int type = dev[0].cast<int>();
+  int type = 0;
+  try {
+    py::tuple dev = obj.attr("__dlpack_device__")();
+    type = dev[0].cast<int>();
+  } catch (std::exception &e) {  // a Python exception or a result of another shape
+    fail(QUORUM_ERR_INVALID_ARG, std::string(what) +
+                                     ": __dlpack_device__ gave no (device type, id) pair (" +
+                                     e.what() + ")");
+  }
   switch (type) {
     case kDLCPU:
     case kDLCUDAHost:

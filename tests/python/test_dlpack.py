@@ -187,3 +187,4 @@ def test_dlpack_bad_producers_refused(comm):
             raise BufferError("cannot today")
 
     invalid(lambda: comm.allreduce(Raises(np.zeros(3))), "cannot today", "BufferError")
+    invalid(lambda: comm.allreduce(DLPackOnly(np.zeros(3), device="cpu")), "__dlpack_device__")

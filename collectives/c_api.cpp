@@ -21,7 +21,7 @@ struct quorum_request {
 
 namespace {
 
-// The request handles quorum_iallreduce gave out and nobody released yet. A
+// The request handles the non-blocking calls gave out and nobody released yet. A
 // released one (by quorum_wait, or a quorum_test that set *done) passed again
 // is refused instead of read after it was freed.
 class LiveRequestHandles {

@@ -19,8 +19,11 @@ namespace {
 using BuildBody = std::function<Status(Builder &, TaskId *last)>;
 
 // Takes the collective's sequence number, adds the signature check (whose
-// record is `sig`), lets `body` add the tasks, and runs the schedule.
-Status run_collective(Communicator &comm, const CollArgs &sig, const BuildBody &body) {
+// record is `sig`), lets `body` add the tasks, and runs the schedule: to
+// completion when req is null, else started with *req to wait on (the
+// schedule keeps nothing of the caller's but its buffers).
+Status run_collective(Communicator &comm, const CollArgs &sig, const BuildBody &body,
+                      RequestPtr *req) {
   if (comm.finalized()) {
     return fail(QUORUM_ERR_INVALID_ARG, "comm", "{}: communicator is finalized",
                 coll_kind_name(sig.kind));
@@ -38,9 +41,12 @@ Status run_collective(Communicator &comm, const CollArgs &sig, const BuildBody &
   }
   TaskId last = -1;
   QUORUM_CHECK(body(b, &last));
-  RequestPtr req;
-  QUORUM_CHECK(comm.submit(std::move(schedule), what, &req, true, b.take_leases()));
-  return comm.wait(req);
+  const bool blocking = req == nullptr;
+  RequestPtr started;
+  QUORUM_CHECK(comm.submit(std::move(schedule), what, &started, blocking, b.take_leases()));
+  if (blocking) return comm.wait(started);
+  *req = std::move(started);
+  return kOk;
 }
 
 Status check_root(const char *what, int root, int size) {
@@ -111,7 +117,8 @@ Status build_alltoall(Builder &b, const void *send, const size_t *send_bytes,
 
 }  // namespace
 
-Status alltoall(Communicator &comm, const void *send, void *recv, size_t bytes_per_rank) {
+Status alltoall(Communicator &comm, const void *send, void *recv, size_t bytes_per_rank,
+                RequestPtr *req) {
   const int p = comm.size();
   size_t total = 0;
   QUORUM_CHECK(blocks_bytes("alltoall", bytes_per_rank, p, &total));
@@ -126,15 +133,18 @@ Status alltoall(Communicator &comm, const void *send, void *recv, size_t bytes_p
   for (int j = 0; j < p; ++j)
     offsets[static_cast<size_t>(j)] = bytes_per_rank * static_cast<size_t>(j);
   CollArgs sig{CollKind::Alltoall, send, recv, bytes_per_rank, QUORUM_FLOAT32, QUORUM_SUM, 0};
-  return run_collective(comm, sig, [&](Builder &b, TaskId *last) {
-    return build_alltoall(b, send, bytes.data(), offsets.data(), recv, bytes.data(), offsets.data(),
-                          last);
-  });
+  return run_collective(
+      comm, sig,
+      [&](Builder &b, TaskId *last) {
+        return build_alltoall(b, send, bytes.data(), offsets.data(), recv, bytes.data(),
+                              offsets.data(), last);
+      },
+      req);
 }
 
 Status alltoallv(Communicator &comm, const void *send, const size_t *send_bytes,
                  const size_t *send_offsets, void *recv, const size_t *recv_bytes,
-                 const size_t *recv_offsets) {
+                 const size_t *recv_offsets, RequestPtr *req) {
   if (!send_bytes || !send_offsets || !recv_bytes || !recv_offsets) {
     return fail(QUORUM_ERR_INVALID_ARG, "api", "alltoallv: NULL size or offset array");
   }
@@ -159,12 +169,17 @@ Status alltoallv(Communicator &comm, const void *send, const size_t *send_bytes,
   }
   // Sizes differ between ranks legitimately: the signature checks the call only.
   CollArgs sig{CollKind::Alltoall, send, recv, 0, QUORUM_FLOAT32, QUORUM_SUM, 0};
-  return run_collective(comm, sig, [&](Builder &b, TaskId *last) {
-    return build_alltoall(b, send, send_bytes, send_offsets, recv, recv_bytes, recv_offsets, last);
-  });
+  return run_collective(
+      comm, sig,
+      [&](Builder &b, TaskId *last) {
+        return build_alltoall(b, send, send_bytes, send_offsets, recv, recv_bytes, recv_offsets,
+                              last);
+      },
+      req);
 }
 
-Status gather(Communicator &comm, const void *send, void *recv, size_t bytes_per_rank, int root) {
+Status gather(Communicator &comm, const void *send, void *recv, size_t bytes_per_rank, int root,
+              RequestPtr *req) {
   const int p = comm.size(), r = comm.rank();
   QUORUM_CHECK(check_root("gather", root, p));
   size_t total = 0;
@@ -178,26 +193,31 @@ Status gather(Communicator &comm, const void *send, void *recv, size_t bytes_per
   if (r == root) QUORUM_CHECK(check_buffer("gather", "receive", recv, total));
   QUORUM_CHECK(check_host("gather", send, r == root ? recv : nullptr));
   CollArgs sig{CollKind::Gather, send, recv, bytes_per_rank, QUORUM_FLOAT32, QUORUM_SUM, root};
-  return run_collective(comm, sig, [&](Builder &b, TaskId *last) {
-    if (r != root) {
-      *last = b.send(root, 0, send, bytes_per_rank);
-      return kOk;
-    }
-    std::vector<TaskId> all;
-    const size_t own = bytes_per_rank * static_cast<size_t>(r);
-    all.push_back(in_place || bytes_per_rank == 0 ? b.nop()
-                                                  : b.copy(at(recv, own), send, bytes_per_rank));
-    for (int j = 0; j < p; ++j) {
-      if (j != r)
-        all.push_back(
-            b.recv(j, 0, at(recv, bytes_per_rank * static_cast<size_t>(j)), bytes_per_rank));
-    }
-    *last = b.nop(all);
-    return kOk;
-  });
+  return run_collective(
+      comm, sig,
+      [&](Builder &b, TaskId *last) {
+        if (r != root) {
+          *last = b.send(root, 0, send, bytes_per_rank);
+          return kOk;
+        }
+        std::vector<TaskId> all;
+        const size_t own = bytes_per_rank * static_cast<size_t>(r);
+        all.push_back(in_place || bytes_per_rank == 0
+                          ? b.nop()
+                          : b.copy(at(recv, own), send, bytes_per_rank));
+        for (int j = 0; j < p; ++j) {
+          if (j != r)
+            all.push_back(
+                b.recv(j, 0, at(recv, bytes_per_rank * static_cast<size_t>(j)), bytes_per_rank));
+        }
+        *last = b.nop(all);
+        return kOk;
+      },
+      req);
 }
 
-Status scatter(Communicator &comm, const void *send, void *recv, size_t bytes_per_rank, int root) {
+Status scatter(Communicator &comm, const void *send, void *recv, size_t bytes_per_rank, int root,
+               RequestPtr *req) {
   const int p = comm.size(), r = comm.rank();
   QUORUM_CHECK(check_root("scatter", root, p));
   size_t total = 0;
@@ -213,25 +233,28 @@ Status scatter(Communicator &comm, const void *send, void *recv, size_t bytes_pe
                 "own block");
   }
   CollArgs sig{CollKind::Scatter, send, recv, bytes_per_rank, QUORUM_FLOAT32, QUORUM_SUM, root};
-  return run_collective(comm, sig, [&](Builder &b, TaskId *last) {
-    if (r != root) {
-      *last = b.recv(root, 0, recv, bytes_per_rank);
-      return kOk;
-    }
-    std::vector<TaskId> all;
-    all.push_back(bytes_per_rank == 0 ? b.nop() : b.copy(recv, at(send, own), bytes_per_rank));
-    for (int j = 0; j < p; ++j) {
-      if (j != r)
-        all.push_back(
-            b.send(j, 0, at(send, bytes_per_rank * static_cast<size_t>(j)), bytes_per_rank));
-    }
-    *last = b.nop(all);
-    return kOk;
-  });
+  return run_collective(
+      comm, sig,
+      [&](Builder &b, TaskId *last) {
+        if (r != root) {
+          *last = b.recv(root, 0, recv, bytes_per_rank);
+          return kOk;
+        }
+        std::vector<TaskId> all;
+        all.push_back(bytes_per_rank == 0 ? b.nop() : b.copy(recv, at(send, own), bytes_per_rank));
+        for (int j = 0; j < p; ++j) {
+          if (j != r)
+            all.push_back(
+                b.send(j, 0, at(send, bytes_per_rank * static_cast<size_t>(j)), bytes_per_rank));
+        }
+        *last = b.nop(all);
+        return kOk;
+      },
+      req);
 }
 
 Status reduce(Communicator &comm, const void *send, void *recv, size_t count, quorum_dtype_t dtype,
-              quorum_op_t op, int root) {
+              quorum_op_t op, int root, RequestPtr *req) {
   const int p = comm.size(), r = comm.rank();
   QUORUM_CHECK(check_root("reduce", root, p));
   if (send == QUORUM_IN_PLACE) {
@@ -249,43 +272,46 @@ Status reduce(Communicator &comm, const void *send, void *recv, size_t count, qu
   // Binomial tree towards the root over relative ranks v = (rank - root) mod
   // P: a rank receives from v + 2^k for each 2^k below its lowest set bit,
   // adds each in, then sends to v - (its lowest set bit).
-  return run_collective(comm, sig, [&](Builder &b, TaskId *last) {
-    const int v = (r - root + p) % p;
-    std::vector<int> children;
-    int parent = -1;
-    for (int mask = 1; mask < p; mask <<= 1) {
-      if (v & mask) {
-        parent = (v - mask + root) % p;
-        break;
-      }
-      if (v + mask < p) children.push_back((v + mask + root) % p);
-    }
-    if (parent >= 0 && children.empty()) {  // a leaf sends its own input
-      *last = b.send(parent, 0, send, bytes);
-      return kOk;
-    }
-    void *acc = recv;
-    TaskId prev = -1;
-    if (r != root) {
-      acc = b.scratch(bytes + 1);
-      if (!acc) return fail(QUORUM_ERR_NO_MEMORY, "reduce", "scratch of {} B", bytes);
-    }
-    prev = acc != send && bytes > 0 ? b.copy(acc, send, bytes) : b.nop();
-    uint8_t *in = children.empty() ? nullptr : b.scratch(bytes * children.size() + 1);
-    if (!children.empty() && !in) {
-      return fail(QUORUM_ERR_NO_MEMORY, "reduce", "scratch of {} B", bytes * children.size());
-    }
-    for (size_t k = 0; k < children.size(); ++k) {
-      TaskId got = b.recv(children[k], 0, in + bytes * k, bytes);
-      prev = b.reduce(acc, acc, in + bytes * k, count, dtype, op, {prev, got});
-    }
-    if (parent >= 0) {
-      *last = b.send(parent, 0, acc, bytes, {prev});
-    } else {
-      *last = op == QUORUM_AVG ? b.scale(acc, count, dtype, p, {prev}) : prev;
-    }
-    return kOk;
-  });
+  return run_collective(
+      comm, sig,
+      [&](Builder &b, TaskId *last) {
+        const int v = (r - root + p) % p;
+        std::vector<int> children;
+        int parent = -1;
+        for (int mask = 1; mask < p; mask <<= 1) {
+          if (v & mask) {
+            parent = (v - mask + root) % p;
+            break;
+          }
+          if (v + mask < p) children.push_back((v + mask + root) % p);
+        }
+        if (parent >= 0 && children.empty()) {  // a leaf sends its own input
+          *last = b.send(parent, 0, send, bytes);
+          return kOk;
+        }
+        void *acc = recv;
+        TaskId prev = -1;
+        if (r != root) {
+          acc = b.scratch(bytes + 1);
+          if (!acc) return fail(QUORUM_ERR_NO_MEMORY, "reduce", "scratch of {} B", bytes);
+        }
+        prev = acc != send && bytes > 0 ? b.copy(acc, send, bytes) : b.nop();
+        uint8_t *in = children.empty() ? nullptr : b.scratch(bytes * children.size() + 1);
+        if (!children.empty() && !in) {
+          return fail(QUORUM_ERR_NO_MEMORY, "reduce", "scratch of {} B", bytes * children.size());
+        }
+        for (size_t k = 0; k < children.size(); ++k) {
+          TaskId got = b.recv(children[k], 0, in + bytes * k, bytes);
+          prev = b.reduce(acc, acc, in + bytes * k, count, dtype, op, {prev, got});
+        }
+        if (parent >= 0) {
+          *last = b.send(parent, 0, acc, bytes, {prev});
+        } else {
+          *last = op == QUORUM_AVG ? b.scale(acc, count, dtype, p, {prev}) : prev;
+        }
+        return kOk;
+      },
+      req);
 }
 
 }  // namespace quorum

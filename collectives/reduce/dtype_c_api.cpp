@@ -5,3 +5,7 @@
 extern "C" size_t quorum_dtype_size(quorum_dtype_t dtype) {
   return quorum::dtype_size(dtype);
 }
+
+extern "C" const char *quorum_dtype_name(quorum_dtype_t dtype) {
+  return quorum::dtype_name(dtype);
+}

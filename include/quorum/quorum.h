@@ -97,6 +97,10 @@ const char *quorum_last_error(void);
 
 /* Size in bytes of one element of dtype, or 0 for an unknown dtype. */
 size_t quorum_dtype_size(quorum_dtype_t dtype);
+/* Name of dtype ("float32", "float64", "float16", "bfloat16", "int32",
+ * "int64"), or "unknown". The dtypes are the values from 0 up to the first
+ * whose quorum_dtype_size is 0. */
+const char *quorum_dtype_name(quorum_dtype_t dtype);
 
 quorum_status_t quorum_allreduce(quorum_comm_t comm, const void *send, void *recv, size_t count,
                                  quorum_dtype_t dtype, quorum_op_t op);
@@ -136,6 +140,23 @@ quorum_status_t quorum_alltoall(quorum_comm_t comm, const void *send, void *recv
 quorum_status_t quorum_alltoallv(quorum_comm_t comm, const void *send, const size_t *send_bytes,
                                  const size_t *send_offsets, void *recv, const size_t *recv_bytes,
                                  const size_t *recv_offsets);
+/* Non-blocking forms: the same arguments and checks, plus a request that
+ * completes through quorum_wait / quorum_test (as quorum_iallreduce's). The
+ * buffers must stay untouched until then; alltoallv's size and offset arrays
+ * are read during the call and may be reused at once. Collectives, blocking
+ * or not, must be started in the same order on every rank. */
+quorum_status_t quorum_ireduce(quorum_comm_t comm, const void *send, void *recv, size_t count,
+                               quorum_dtype_t dtype, quorum_op_t op, int root,
+                               quorum_request_t *req);
+quorum_status_t quorum_igather(quorum_comm_t comm, const void *send, void *recv,
+                               size_t bytes_per_rank, int root, quorum_request_t *req);
+quorum_status_t quorum_iscatter(quorum_comm_t comm, const void *send, void *recv,
+                                size_t bytes_per_rank, int root, quorum_request_t *req);
+quorum_status_t quorum_ialltoall(quorum_comm_t comm, const void *send, void *recv,
+                                 size_t bytes_per_rank, quorum_request_t *req);
+quorum_status_t quorum_ialltoallv(quorum_comm_t comm, const void *send, const size_t *send_bytes,
+                                  const size_t *send_offsets, void *recv, const size_t *recv_bytes,
+                                  const size_t *recv_offsets, quorum_request_t *req);
 
 /* Sub-communicators, as MPI_Comm_split and MPI_Comm_dup make them. Collective
  * over comm (every rank calls it, in the same order as comm's collectives).

@@ -221,6 +221,29 @@ class Comm {
   void alltoall(const void *send, void *recv, size_t bytes_per_rank) {
     check(quorum_alltoall(c_, send, recv, bytes_per_rank));
   }
+  // Their non-blocking forms (quorum_ireduce, ...): the buffers stay untouched
+  // until the Request is waited for.
+  template <typename T>
+  Request ireduce(const T *send, T *recv, size_t count, int root, quorum_op_t op = QUORUM_SUM) {
+    quorum_request_t r = nullptr;
+    check(quorum_ireduce(c_, send, recv, count, dtype_of<T>::value, op, root, &r));
+    return Request(r);
+  }
+  Request igather(const void *send, void *recv, size_t bytes_per_rank, int root) {
+    quorum_request_t r = nullptr;
+    check(quorum_igather(c_, send, recv, bytes_per_rank, root, &r));
+    return Request(r);
+  }
+  Request iscatter(const void *send, void *recv, size_t bytes_per_rank, int root) {
+    quorum_request_t r = nullptr;
+    check(quorum_iscatter(c_, send, recv, bytes_per_rank, root, &r));
+    return Request(r);
+  }
+  Request ialltoall(const void *send, void *recv, size_t bytes_per_rank) {
+    quorum_request_t r = nullptr;
+    check(quorum_ialltoall(c_, send, recv, bytes_per_rank, &r));
+    return Request(r);
+  }
 
   // Sub-communicators (collective over this one). On a rank that passes
   // QUORUM_UNDEFINED as its color, split returns an empty Comm (!valid()).

@@ -7,8 +7,8 @@
         x = np.arange(4, dtype=np.float32)
         comm.allreduce(x)               # in place, sum over the ranks
 
-Arrays are numpy arrays (or any buffer) and CPU torch tensors, C-contiguous,
-used in place: nothing is copied on the way in or out. Reductions take
+Arrays are anything with DLPack (torch tensors, numpy arrays) or the buffer
+protocol, C-contiguous, used in place: nothing is copied on the way in or out. Reductions take
 float32, float64, float16, bfloat16 (torch only), int32 and int64; bcast and
 allgather move any dtype as bytes. Failures raise QuorumError, whose status
 is a Status and detail the library's exact cause. quorum.torch holds the

@@ -1,17 +1,22 @@
 // buffers.hpp: views of the arrays the Python bindings hand to the C API.
 //
-// A Buffer is a pointer, an element count and a quorum dtype taken from a
-// numpy array (or anything with the buffer protocol) or a torch tensor
-// (data_ptr), without a copy. It keeps the Python object alive, so a
-// non-blocking call can hold it until the operation completes. Arrays that are
-// not contiguous, of a dtype quorum has no reduction for, or read-only where
-// the call writes are refused with a QuorumError(INVALID_ARG) that names them.
+// A Buffer is a pointer, an element count and a quorum dtype taken, without a
+// copy, from any object that offers DLPack (__dlpack__: torch tensors, numpy
+// arrays; dlpack_view.cpp) or else the buffer protocol (array.array,
+// bytearray, numpy arrays DLPack cannot export: read-only, bool, non-native
+// byte order). It keeps the Python object and the consumed DLPack tensor
+// alive, so a non-blocking call can hold it until the operation completes.
+// Arrays that are not contiguous, of a dtype quorum has no reduction for, on a
+// device this build cannot reach, or read-only where the call writes are
+// refused with a QuorumError(INVALID_ARG) that names them.
 #pragma once
 
 #include <pybind11/pybind11.h>
 
 #include <cstddef>
+#include <memory>
 #include <string>
+#include <vector>
 
 #include "quorum/quorum.h"
 
@@ -30,6 +35,8 @@ void check(quorum_status_t s);
 
 struct Buffer {
   py::object owner;  // the array or tensor (kept alive)
+  // The consumed DLManagedTensor: its deleter runs when the last copy goes.
+  std::shared_ptr<void> exported;
   void *data = nullptr;
   size_t count = 0;  // elements
   size_t itemsize = 0;
@@ -46,8 +53,14 @@ Buffer view(const py::object &obj, Access access, const char *what);
 // view() that also requires a dtype quorum can reduce.
 Buffer typed_view(const py::object &obj, Access access, const char *what);
 
+// Every dtype of the C API, in enum order (from quorum_dtype_size).
+const std::vector<quorum_dtype_t> &all_dtypes();
+// "float32, float64, ..., int64": the dtypes, for messages.
+std::string dtype_list();
 // The numpy dtype name of a quorum dtype ("float32"...), or "" for bfloat16.
 const char *numpy_name(quorum_dtype_t dtype);
-const char *dtype_name(quorum_dtype_t dtype);
+
+// The name of obj's dtype attribute without a "torch." prefix, or "".
+std::string dtype_attr_name(const py::object &obj);
 
 }  // namespace quorum_py

@@ -2,9 +2,9 @@
 //
 // Comm (init / init_oob, the collectives, partial objects), Request
 // (iallreduce), Partial (solo/majority allreduce), RoundInfo / RoundStats, and
-// the enums. Arrays are numpy arrays (buffer protocol) or torch tensors, used
-// in place (buffers.hpp). Every blocking C call runs with the GIL released.
-// Errors raise QuorumError(status, message, detail): detail is the library's
+// the enums. Arrays are anything with DLPack (torch tensors, numpy arrays) or
+// the buffer protocol, used in place (buffers.hpp). Every blocking C call runs with the GIL
+// released. Errors raise QuorumError(status, message, detail): detail is the library's
 // quorum_last_error() text, or the bindings' own cause when they refuse
 // arguments before calling it.
 #include <pybind11/eval.h>
@@ -114,12 +114,9 @@ quorum_dtype_t dtype_arg(const py::object &dtype) {
   if (py::isinstance<quorum_dtype_t>(dtype)) return dtype.cast<quorum_dtype_t>();
   std::string name = py::str(dtype).cast<std::string>();
   if (name.rfind("torch.", 0) == 0) name = name.substr(6);
-  for (quorum_dtype_t d : {QUORUM_FLOAT32, QUORUM_FLOAT64, QUORUM_FLOAT16, QUORUM_BFLOAT16,
-                           QUORUM_INT32, QUORUM_INT64})
-    if (name == dtype_name(d)) return d;
-  fail(QUORUM_ERR_INVALID_ARG, "dtype " + name +
-                                   ": expected float32, float64, float16, bfloat16, int32 or "
-                                   "int64");
+  for (quorum_dtype_t d : all_dtypes())
+    if (name == quorum_dtype_name(d)) return d;
+  fail(QUORUM_ERR_INVALID_ARG, "dtype " + name + ": expected " + dtype_list());
 }
 
 py::object new_numpy(size_t count, quorum_dtype_t dtype, const char *what) {
@@ -159,7 +156,7 @@ class Partial {
       fail(QUORUM_ERR_INVALID_ARG, std::string(what) + ": " + std::to_string(b.count) +
                                        " elements of " + b.type_name +
                                        ", but the partial allreduce was created for " +
-                                       std::to_string(count_) + " of " + dtype_name(dtype_));
+                                       std::to_string(count_) + " of " + quorum_dtype_name(dtype_));
     return b;
   }
   void post(const py::object &contribution) {

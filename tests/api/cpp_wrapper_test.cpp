@@ -40,6 +40,26 @@ TEST(CppWrapper, AllreduceAndRequestsOverOob) {
       req.wait();
       EXPECT_EQ(out[0], 1.0f);
       {
+        // The non-blocking rooted and personalised forms, all in flight at once.
+        std::vector<int32_t> mine(2, r), gathered(2 * p, -1), blocks(2 * p), got(2, -1);
+        std::vector<int32_t> to_all(p, r), from_all(p, -1);
+        std::vector<int64_t> one(4, r + 1), summed(4, 0);
+        for (int k = 0; k < 2 * p; ++k) blocks[static_cast<size_t>(k)] = 10 + k;
+        quorum::Request reqs[] = {comm.ireduce(one.data(), summed.data(), one.size(), 0),
+                                  comm.igather(mine.data(), gathered.data(), 8, 1),
+                                  comm.iscatter(blocks.data(), got.data(), 8, 2),
+                                  comm.ialltoall(to_all.data(), from_all.data(), 4)};
+        for (auto &q : reqs) q.wait();
+        if (r == 0) {
+          EXPECT_EQ(summed[3], 6);
+        }
+        if (r == 1) {
+          EXPECT_EQ(gathered[5], 2);
+        }
+        EXPECT_EQ(got[1], 10 + 2 * r + 1);
+        EXPECT_EQ(from_all[2], 2);
+      }
+      {
         quorum::SharedBuffer<int32_t> shared(comm, 100000);  // plain memory over inproc
         for (size_t i = 0; i < shared.size(); ++i) shared[i] = r + static_cast<int32_t>(i % 9);
         comm.allreduce(shared.data(), shared.size());

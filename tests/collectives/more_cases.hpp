@@ -1,5 +1,5 @@
 // more_cases.hpp: gather, scatter, alltoall(v) and rooted reduce through the
-// public C API, from every root, checked element by element; run by ranks as
+// public C API, blocking and not, from every root, checked element by element; run by ranks as
 // threads over inproc (P = 1..8) and as processes over ucx.
 #pragma once
 
@@ -127,6 +127,122 @@ inline void ReduceEveryOp(quorum_comm_t comm) {
   }
 }
 
+// The non-blocking forms, all five in flight at once (each checked as its
+// blocking case is), waited in an order of their own: alltoallv's size arrays
+// are overwritten as soon as the call returns; then the refusals (no request
+// pointer, a bad root: nothing handed out) and a finalize refused while a
+// request is live.
+inline void NonBlockingAllInFlight(quorum_comm_t comm) {
+  const int rank = quorum_comm_rank(comm), p = quorum_comm_size(comm);
+  const size_t up = static_cast<size_t>(p), n = 3, count = 257;
+  const int root = p - 1;
+  std::vector<int64_t> rsend(count), rrecv(count, -1);
+  for (size_t i = 0; i < count; ++i)
+    rsend[i] = static_cast<int64_t>(contribution(rank, i, QUORUM_SUM));
+  std::vector<int32_t> gsend(n), gall(n * up, -1), sblocks(n * up), sgot(n, -1);
+  for (size_t i = 0; i < n; ++i) gsend[i] = rank * 100 + static_cast<int32_t>(i);
+  for (size_t k = 0; k < sblocks.size(); ++k) sblocks[k] = 7 + static_cast<int32_t>(k);
+  std::vector<int32_t> asend(n * up), arecv(n * up, -1);
+  for (size_t k = 0; k < asend.size(); ++k)
+    asend[k] = rank * 100 + static_cast<int32_t>(k / n) * 10 + static_cast<int32_t>(k % n);
+  std::vector<size_t> sb(up), so(up), rb(up), ro(up);
+  size_t s_total = 0, r_total = 0;
+  for (size_t j = 0; j < up; ++j) {
+    sb[j] = v_bytes(rank, static_cast<int>(j));
+    so[j] = s_total;
+    s_total += sb[j];
+    rb[j] = v_bytes(static_cast<int>(j), rank);
+    ro[j] = r_total;
+    r_total += rb[j];
+  }
+  std::vector<int32_t> vsend(s_total / 4), vrecv(r_total / 4, -1);
+  for (size_t j = 0; j < up; ++j) {
+    for (size_t i = 0; i < sb[j] / 4; ++i)
+      vsend[so[j] / 4 + i] = rank * 1000 + static_cast<int32_t>(j) * 10 + static_cast<int32_t>(i);
+  }
+  const std::vector<size_t> rb_kept = rb, ro_kept = ro;
+
+  quorum_request_t req[5] = {};
+  QT_OK(quorum_ireduce(comm, rsend.data(), rank == root ? rrecv.data() : nullptr, count,
+                       QUORUM_INT64, QUORUM_SUM, root, &req[0]));
+  QT_OK(quorum_igather(comm, gsend.data(), rank == 0 ? gall.data() : nullptr, n * 4, 0, &req[1]));
+  QT_OK(quorum_iscatter(comm, rank == root ? sblocks.data() : nullptr, sgot.data(), n * 4, root,
+                        &req[2]));
+  QT_OK(quorum_ialltoall(comm, asend.data(), arecv.data(), n * 4, &req[3]));
+  QT_OK(quorum_ialltoallv(comm, vsend.data(), sb.data(), so.data(), vrecv.data(), rb.data(),
+                          ro.data(), &req[4]));
+  for (auto *a : {&sb, &so, &rb, &ro}) std::fill(a->begin(), a->end(), size_t{1} << 60);
+  for (quorum_request_t r : req) ASSERT_NE(r, nullptr) << "rank " << rank;
+  QT_OK(quorum_wait(req[3]));
+  for (int left = 2; left > 0;) {  // alltoallv and scatter by test, the rest by wait
+    left = 0;
+    for (int k : {4, 2}) {
+      if (!req[k]) continue;
+      int done = 0;
+      QT_OK(quorum_test(req[k], &done));
+      if (done)
+        req[k] = nullptr;
+      else
+        ++left;
+    }
+  }
+  QT_OK(quorum_wait(req[1]));
+  QT_OK(quorum_wait(req[0]));
+
+  if (rank == root) {
+    for (size_t i = 0; i < count; ++i) {
+      ASSERT_EQ(static_cast<double>(rrecv[i]), reference(p, i, QUORUM_SUM, QUORUM_INT64))
+          << "rank " << rank << " ireduce element " << i;
+    }
+  }
+  if (rank == 0) {
+    for (size_t k = 0; k < gall.size(); ++k) {
+      ASSERT_EQ(gall[k], static_cast<int32_t>(k / n) * 100 + static_cast<int32_t>(k % n))
+          << "rank " << rank << " igather element " << k;
+    }
+  }
+  for (size_t i = 0; i < n; ++i) {
+    ASSERT_EQ(sgot[i], 7 + static_cast<int32_t>(n * static_cast<size_t>(rank) + i))
+        << "rank " << rank << " iscatter element " << i;
+  }
+  for (size_t k = 0; k < arecv.size(); ++k) {
+    ASSERT_EQ(arecv[k], static_cast<int32_t>(k / n) * 100 + rank * 10 + static_cast<int32_t>(k % n))
+        << "rank " << rank << " ialltoall element " << k;
+  }
+  for (size_t j = 0; j < up; ++j) {
+    for (size_t i = 0; i < rb_kept[j] / 4; ++i) {
+      ASSERT_EQ(vrecv[ro_kept[j] / 4 + i],
+                static_cast<int32_t>(j) * 1000 + rank * 10 + static_cast<int32_t>(i))
+          << "rank " << rank << " ialltoallv from " << j << " element " << i;
+    }
+  }
+
+  // Refusals hand out no request.
+  int32_t x = 0;
+  quorum_request_t bad = reinterpret_cast<quorum_request_t>(&x);
+  EXPECT_EQ(quorum_igather(comm, &x, &x, 4, p, &bad), QUORUM_ERR_INVALID_ARG) << "root " << p;
+  EXPECT_EQ(bad, nullptr);
+  EXPECT_EQ(quorum_ireduce(comm, &x, &x, 1, QUORUM_INT32, QUORUM_SUM, -1, &bad),
+            QUORUM_ERR_INVALID_ARG);
+  EXPECT_EQ(bad, nullptr);
+  EXPECT_EQ(quorum_ialltoall(comm, &x, &x, 4, nullptr), QUORUM_ERR_INVALID_ARG);
+  EXPECT_EQ(quorum_iscatter(comm, &x, &x, 4, 0, nullptr), QUORUM_ERR_INVALID_ARG);
+  EXPECT_EQ(quorum_ialltoallv(comm, &x, nullptr, nullptr, &x, nullptr, nullptr, &bad),
+            QUORUM_ERR_INVALID_ARG);
+  EXPECT_EQ(bad, nullptr);
+
+  // A live request keeps its communicator from being finalized.
+  quorum_comm_t dup = nullptr;
+  QT_OK(quorum_comm_dup(comm, &dup));
+  std::vector<int32_t> dsend(up, rank), drecv(up, -1);
+  quorum_request_t live = nullptr;
+  QT_OK(quorum_ialltoall(dup, dsend.data(), drecv.data(), 4, &live));
+  EXPECT_EQ(quorum_finalize(dup), QUORUM_ERR_INVALID_ARG) << "rank " << rank;
+  QT_OK(quorum_wait(live));
+  for (size_t j = 0; j < up; ++j) ASSERT_EQ(drecv[j], static_cast<int32_t>(j)) << "rank " << rank;
+  QT_OK(quorum_finalize(dup));
+}
+
 // The same collectives on the odd and even halves of the communicator.
 inline void MoreOnSplit(quorum_comm_t comm) {
   const int rank = quorum_comm_rank(comm);
@@ -134,6 +250,7 @@ inline void MoreOnSplit(quorum_comm_t comm) {
   QT_OK(quorum_comm_split(comm, rank % 2, rank, &sub));
   GatherScatterEveryRoot(sub);
   AlltoallAndV(sub);
+  NonBlockingAllInFlight(sub);
   QT_OK(quorum_finalize(sub));
 }
 

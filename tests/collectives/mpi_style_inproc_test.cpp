@@ -37,6 +37,9 @@ TEST_P(SubComm, AlltoallAndV) {
 TEST_P(SubComm, ReduceEveryOp) {
   test::run_c_ranks(GetParam(), test::ReduceEveryOp);
 }
+TEST_P(SubComm, NonBlockingAllInFlight) {
+  test::run_c_ranks(GetParam(), test::NonBlockingAllInFlight);
+}
 TEST_P(SubComm, MoreOnSplit) {
   test::run_c_ranks(GetParam(), test::MoreOnSplit);
 }

@@ -41,6 +41,9 @@ TEST(ProcessSubComm, AlltoallAndV) {
 TEST(ProcessSubComm, ReduceEveryOp) {
   test::ReduceEveryOp(g_comm);
 }
+TEST(ProcessSubComm, NonBlockingAllInFlight) {
+  test::NonBlockingAllInFlight(g_comm);
+}
 TEST(ProcessSubComm, MoreOnSplit) {
   test::MoreOnSplit(g_comm);
 }

@@ -708,6 +708,9 @@ TEST(Dtype, SizesAndNames) {
   EXPECT_EQ(quorum_dtype_size(static_cast<quorum_dtype_t>(6)), 0u);
   EXPECT_EQ(quorum_dtype_size(static_cast<quorum_dtype_t>(-1)), 0u);
   EXPECT_STREQ(dtype_name(QUORUM_BFLOAT16), "bfloat16");
+  EXPECT_STREQ(quorum_dtype_name(QUORUM_FLOAT16), "float16");
+  EXPECT_STREQ(quorum_dtype_name(QUORUM_INT64), "int64");
+  EXPECT_STREQ(quorum_dtype_name(static_cast<quorum_dtype_t>(6)), "unknown");
   EXPECT_STREQ(dtype_name(static_cast<quorum_dtype_t>(9)), "unknown");
   EXPECT_STREQ(op_name(QUORUM_AVG), "avg");
   EXPECT_STREQ(op_name(static_cast<quorum_op_t>(9)), "unknown");

@@ -1,12 +1,12 @@
 // quorum_module.cpp: the pybind11 extension quorum._quorum over the C API.
 //
-// Comm (init / init_oob, the collectives, partial objects), Request
-// (iallreduce), Partial (solo/majority allreduce), RoundInfo / RoundStats, and
-// the enums. Arrays are anything with DLPack (torch tensors, numpy arrays) or
-// the buffer protocol, used in place (buffers.hpp). Every blocking C call runs with the GIL
-// released. Errors raise QuorumError(status, message, detail): detail is the library's
-// quorum_last_error() text, or the bindings' own cause when they refuse
-// arguments before calling it.
+// Comm (init / init_oob, the collectives, partial objects; its MPI-style
+// calls are in mpi_style.cpp), Request (the non-blocking calls), Partial
+// (solo/majority allreduce), RoundInfo / RoundStats, and the enums. Arrays are anything with DLPack
+// (torch tensors, numpy arrays) or the buffer protocol, used in place (buffers.hpp). Every blocking
+// C call runs with the GIL released. Errors raise QuorumError(status, message, detail): detail is
+// the library's quorum_last_error() text, or the bindings' own cause when they refuse arguments
+// before calling it.
 #include <pybind11/eval.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
@@ -19,18 +19,12 @@
 #include <vector>
 
 #include "buffers.hpp"
+#include "comm.hpp"
 
 namespace quorum_py {
 namespace {
 
 py::object g_error_type;  // quorum._quorum.QuorumError
-
-// Context of the out-of-band allgather: a Python callable(bytes) -> bytes.
-struct OobContext {
-  py::function allgather;
-  int size = 0;
-  std::string error;
-};
 
 int oob_allgather(const void *send, void *recv, size_t bytes, void *ctx_ptr) {
   auto *ctx = static_cast<OobContext *>(ctx_ptr);
@@ -54,62 +48,6 @@ int oob_allgather(const void *send, void *recv, size_t bytes, void *ctx_ptr) {
   return 1;
 }
 
-// A communicator; shared by the Requests and Partials made from it.
-struct CommState {
-  quorum_comm_t c = nullptr;
-  // init_oob: the bootstrap calls the allgather again later (finalize).
-  std::unique_ptr<OobContext> oob;
-  ~CommState() {
-    if (c) quorum_finalize(c);
-  }
-  quorum_comm_t get() const {
-    if (!c) fail(QUORUM_ERR_INVALID_ARG, "the communicator was finalized");
-    return c;
-  }
-};
-
-class Comm;
-
-class Request {
- public:
-  Request(std::shared_ptr<CommState> comm, quorum_request_t r, std::vector<Buffer> keep)
-      : comm_(std::move(comm)), r_(r), keep_(std::move(keep)) {}
-  Request(Request &&o) noexcept
-      : comm_(std::move(o.comm_)), r_(std::exchange(o.r_, nullptr)), keep_(std::move(o.keep_)) {}
-  Request(const Request &) = delete;
-  Request &operator=(const Request &) = delete;
-  ~Request() {
-    if (r_) {
-      py::gil_scoped_release nogil;
-      quorum_wait(r_);
-    }
-  }
-  void wait() {
-    if (!r_) return;
-    quorum_status_t s;
-    {
-      py::gil_scoped_release nogil;
-      s = quorum_wait(std::exchange(r_, nullptr));
-    }
-    keep_.clear();
-    check(s);
-  }
-  bool test() {
-    if (!r_) return true;
-    int done = 0;
-    quorum_status_t s = quorum_test(r_, &done);
-    if (done) r_ = nullptr, keep_.clear();
-    check(s);
-    return done != 0;
-  }
-  bool done() const { return r_ == nullptr; }
-
- private:
-  std::shared_ptr<CommState> comm_;
-  quorum_request_t r_;
-  std::vector<Buffer> keep_;  // the arrays, alive until the operation completes
-};
-
 quorum_dtype_t dtype_arg(const py::object &dtype) {
   if (py::isinstance<quorum_dtype_t>(dtype)) return dtype.cast<quorum_dtype_t>();
   std::string name = py::str(dtype).cast<std::string>();
@@ -125,6 +63,8 @@ py::object new_numpy(size_t count, quorum_dtype_t dtype, const char *what) {
          std::string(what) + ": numpy has no bfloat16: pass an output tensor (out=...)");
   return py::module_::import("numpy").attr("empty")(count, numpy_name(dtype));
 }
+
+}  // namespace
 
 void same_type(const Buffer &a, const Buffer &b, const char *call) {
   if (a.dtype != b.dtype)
@@ -218,154 +158,153 @@ class Partial {
   quorum_dtype_t dtype_;
 };
 
-class Comm {
- public:
-  explicit Comm(std::shared_ptr<CommState> s) : s_(std::move(s)) {}
-  static Comm init() {
-    auto s = std::make_shared<CommState>();
-    quorum_status_t st;
-    {
-      py::gil_scoped_release nogil;
-      st = quorum_init(&s->c);
-    }
-    check(st);
-    return Comm(s);
-  }
-  static Comm init_oob(int rank, int size, py::function allgather) {
-    auto s = std::make_shared<CommState>();
-    s->oob.reset(new OobContext{std::move(allgather), size, {}});
-    OobContext &ctx = *s->oob;
-    quorum_oob_t oob{rank, size, oob_allgather, &ctx};
-    quorum_status_t st;
-    {
-      py::gil_scoped_release nogil;
-      st = quorum_init_oob(&oob, &s->c);
-    }
-    if (st != QUORUM_OK)
-      fail(st,
-           ctx.error.empty() ? quorum_last_error() : ctx.error + " (" + quorum_last_error() + ")");
-    return Comm(s);
-  }
-  void finalize() {
-    if (!s_->c) return;
-    quorum_status_t st;
-    {
-      py::gil_scoped_release nogil;
-      st = quorum_finalize(s_->c);
-    }
-    if (st != QUORUM_ERR_INVALID_ARG) s_->c = nullptr;  // INVALID_ARG: refused, still usable
-    if (st != QUORUM_OK && s_->oob && !s_->oob->error.empty())
-      fail(st, s_->oob->error + " (" + quorum_last_error() + ")");
-    check(st);
-  }
-  bool finalized() const { return s_->c == nullptr; }
-  int rank() const { return quorum_comm_rank(s_->get()); }
-  int size() const { return quorum_comm_size(s_->get()); }
-  std::string transport() const { return quorum_comm_transport(s_->get()); }
-
-  // In place when recv is None or the same memory as send.
-  std::pair<Buffer, Buffer> reduce_args(const py::object &send, const py::object &recv,
-                                        const char *call) const {
-    Buffer r = typed_view(recv.is_none() ? send : recv, Access::Write, "recv");
-    Buffer s = recv.is_none() ? r : typed_view(send, Access::Read, "send");
-    same_type(s, r, call);
-    return {s, r};
-  }
-  py::object allreduce(const py::object &send, const py::object &recv, quorum_op_t op) {
-    auto [s, r] = reduce_args(send, recv, "allreduce");
-    if (s.count != r.count)
-      fail(QUORUM_ERR_INVALID_ARG, "allreduce: send has " + std::to_string(s.count) +
-                                       " elements, recv " + std::to_string(r.count));
-    const void *in = s.data == r.data ? QUORUM_IN_PLACE : s.data;
-    quorum_comm_t c = s_->get();
-    {
-      py::gil_scoped_release nogil;
-      check(quorum_allreduce(c, in, r.data, r.count, r.dtype, op));
-    }
-    return r.owner;
-  }
-  Request iallreduce(const py::object &send, const py::object &recv, quorum_op_t op) {
-    auto [s, r] = reduce_args(send, recv, "iallreduce");
-    if (s.count != r.count)
-      fail(QUORUM_ERR_INVALID_ARG, "iallreduce: send has " + std::to_string(s.count) +
-                                       " elements, recv " + std::to_string(r.count));
-    const void *in = s.data == r.data ? QUORUM_IN_PLACE : s.data;
-    quorum_request_t req = nullptr;
-    quorum_comm_t c = s_->get();
-    {
-      py::gil_scoped_release nogil;
-      check(quorum_iallreduce(c, in, r.data, r.count, r.dtype, op, &req));
-    }
-    return Request(s_, req, {s, r});
-  }
-  py::object bcast(const py::object &buf, int root) {
-    Buffer b = view(buf, Access::Write, "buf");
-    quorum_comm_t c = s_->get();
-    {
-      py::gil_scoped_release nogil;
-      check(quorum_bcast(c, b.data, b.bytes(), root));
-    }
-    return b.owner;
-  }
-  void barrier() {
-    quorum_comm_t c = s_->get();
+Comm Comm::init() {
+  auto s = std::make_shared<CommState>();
+  quorum_status_t st;
+  {
     py::gil_scoped_release nogil;
-    check(quorum_barrier(c));
+    st = quorum_init(&s->c);
   }
-  py::object allgather(const py::object &send, const py::object &recv) {
-    Buffer s = view(send, Access::Read, "send");
-    Buffer r = view(recv, Access::Write, "recv");
-    const size_t n = size_t(size());
-    if (r.bytes() != s.bytes() * n)
-      fail(QUORUM_ERR_INVALID_ARG, "allgather: recv has " + std::to_string(r.bytes()) +
-                                       " bytes, expected send's " + std::to_string(s.bytes()) +
-                                       " x " + std::to_string(n) + " ranks");
-    quorum_comm_t c = s_->get();
-    {
-      py::gil_scoped_release nogil;
-      check(quorum_allgather(c, s.data, r.data, s.bytes()));
-    }
-    return r.owner;
-  }
-  py::object reduce_scatter(const py::object &send, const py::object &recv, quorum_op_t op) {
-    Buffer s = typed_view(send, Access::Read, "send");
-    Buffer r = typed_view(recv, Access::Write, "recv");
-    same_type(s, r, "reduce_scatter");
-    const size_t n = size_t(size());
-    if (s.count != r.count * n)
-      fail(QUORUM_ERR_INVALID_ARG, "reduce_scatter: send has " + std::to_string(s.count) +
-                                       " elements, expected recv's " + std::to_string(r.count) +
-                                       " x " + std::to_string(n) + " ranks");
-    quorum_comm_t c = s_->get();
-    {
-      py::gil_scoped_release nogil;
-      check(quorum_reduce_scatter(c, s.data, r.data, r.count, r.dtype, op));
-    }
-    return r.owner;
-  }
-  Partial partial(size_t count, const py::object &dtype, quorum_partial_mode_t mode,
-                  unsigned max_staleness, bool carry, unsigned long long seed, double carry_weight,
-                  unsigned activation_delay_us, quorum_op_t op) {
-    quorum_partial_opts_t opts{};
-    opts.mode = mode;
-    opts.max_staleness = max_staleness;
-    opts.carry = carry ? 1 : 0;
-    opts.seed = seed;
-    opts.carry_weight = carry_weight;
-    opts.activation_delay_us = activation_delay_us;
-    const quorum_dtype_t dt = dtype_arg(dtype);
-    quorum_partial_t p = nullptr;
-    quorum_comm_t c = s_->get();
-    {
-      py::gil_scoped_release nogil;
-      check(quorum_partial_create(c, count, dt, op, &opts, &p));
-    }
-    return Partial(s_, p, count, dt);
-  }
+  check(st);
+  return Comm(s);
+}
 
- private:
-  std::shared_ptr<CommState> s_;
-};
+Comm Comm::init_oob(int rank, int size, py::function allgather) {
+  auto s = std::make_shared<CommState>();
+  s->oob.reset(new OobContext{std::move(allgather), size, {}});
+  OobContext &ctx = *s->oob;
+  quorum_oob_t oob{rank, size, oob_allgather, &ctx};
+  quorum_status_t st;
+  {
+    py::gil_scoped_release nogil;
+    st = quorum_init_oob(&oob, &s->c);
+  }
+  if (st != QUORUM_OK)
+    fail(st,
+         ctx.error.empty() ? quorum_last_error() : ctx.error + " (" + quorum_last_error() + ")");
+  return Comm(s);
+}
+
+void Comm::finalize() {
+  if (!s_->c) return;
+  quorum_status_t st;
+  {
+    py::gil_scoped_release nogil;
+    st = quorum_finalize(s_->c);
+  }
+  if (st != QUORUM_ERR_INVALID_ARG) s_->c = nullptr;  // INVALID_ARG: refused, still usable
+  if (st != QUORUM_OK && s_->oob && !s_->oob->error.empty())
+    fail(st, s_->oob->error + " (" + quorum_last_error() + ")");
+  check(st);
+}
+
+std::pair<Buffer, Buffer> Comm::reduce_args(const py::object &send, const py::object &recv,
+                                            const char *call) const {
+  Buffer r = typed_view(recv.is_none() ? send : recv, Access::Write, "recv");
+  Buffer s = recv.is_none() ? r : typed_view(send, Access::Read, "send");
+  same_type(s, r, call);
+  return {s, r};
+}
+
+py::object Comm::allreduce(const py::object &send, const py::object &recv, quorum_op_t op) {
+  auto [s, r] = reduce_args(send, recv, "allreduce");
+  if (s.count != r.count)
+    fail(QUORUM_ERR_INVALID_ARG, "allreduce: send has " + std::to_string(s.count) +
+                                     " elements, recv " + std::to_string(r.count));
+  const void *in = s.data == r.data ? QUORUM_IN_PLACE : s.data;
+  quorum_comm_t c = s_->get();
+  {
+    py::gil_scoped_release nogil;
+    check(quorum_allreduce(c, in, r.data, r.count, r.dtype, op));
+  }
+  return r.owner;
+}
+
+Request Comm::iallreduce(const py::object &send, const py::object &recv, quorum_op_t op) {
+  auto [s, r] = reduce_args(send, recv, "iallreduce");
+  if (s.count != r.count)
+    fail(QUORUM_ERR_INVALID_ARG, "iallreduce: send has " + std::to_string(s.count) +
+                                     " elements, recv " + std::to_string(r.count));
+  const void *in = s.data == r.data ? QUORUM_IN_PLACE : s.data;
+  quorum_request_t req = nullptr;
+  quorum_comm_t c = s_->get();
+  {
+    py::gil_scoped_release nogil;
+    check(quorum_iallreduce(c, in, r.data, r.count, r.dtype, op, &req));
+  }
+  return Request(s_, req, {s, r});
+}
+
+py::object Comm::bcast(const py::object &buf, int root) {
+  Buffer b = view(buf, Access::Write, "buf");
+  quorum_comm_t c = s_->get();
+  {
+    py::gil_scoped_release nogil;
+    check(quorum_bcast(c, b.data, b.bytes(), root));
+  }
+  return b.owner;
+}
+
+void Comm::barrier() {
+  quorum_comm_t c = s_->get();
+  py::gil_scoped_release nogil;
+  check(quorum_barrier(c));
+}
+
+py::object Comm::allgather(const py::object &send, const py::object &recv) {
+  Buffer s = view(send, Access::Read, "send");
+  Buffer r = view(recv, Access::Write, "recv");
+  const size_t n = size_t(size());
+  if (r.bytes() != s.bytes() * n)
+    fail(QUORUM_ERR_INVALID_ARG, "allgather: recv has " + std::to_string(r.bytes()) +
+                                     " bytes, expected send's " + std::to_string(s.bytes()) +
+                                     " x " + std::to_string(n) + " ranks");
+  quorum_comm_t c = s_->get();
+  {
+    py::gil_scoped_release nogil;
+    check(quorum_allgather(c, s.data, r.data, s.bytes()));
+  }
+  return r.owner;
+}
+
+py::object Comm::reduce_scatter(const py::object &send, const py::object &recv, quorum_op_t op) {
+  Buffer s = typed_view(send, Access::Read, "send");
+  Buffer r = typed_view(recv, Access::Write, "recv");
+  same_type(s, r, "reduce_scatter");
+  const size_t n = size_t(size());
+  if (s.count != r.count * n)
+    fail(QUORUM_ERR_INVALID_ARG, "reduce_scatter: send has " + std::to_string(s.count) +
+                                     " elements, expected recv's " + std::to_string(r.count) +
+                                     " x " + std::to_string(n) + " ranks");
+  quorum_comm_t c = s_->get();
+  {
+    py::gil_scoped_release nogil;
+    check(quorum_reduce_scatter(c, s.data, r.data, r.count, r.dtype, op));
+  }
+  return r.owner;
+}
+
+Partial Comm::partial(size_t count, const py::object &dtype, quorum_partial_mode_t mode,
+                      unsigned max_staleness, bool carry, unsigned long long seed,
+                      double carry_weight, unsigned activation_delay_us, quorum_op_t op) {
+  quorum_partial_opts_t opts{};
+  opts.mode = mode;
+  opts.max_staleness = max_staleness;
+  opts.carry = carry ? 1 : 0;
+  opts.seed = seed;
+  opts.carry_weight = carry_weight;
+  opts.activation_delay_us = activation_delay_us;
+  const quorum_dtype_t dt = dtype_arg(dtype);
+  quorum_partial_t p = nullptr;
+  quorum_comm_t c = s_->get();
+  {
+    py::gil_scoped_release nogil;
+    check(quorum_partial_create(c, count, dt, op, &opts, &p));
+  }
+  return Partial(s_, p, count, dt);
+}
+
+namespace {
 
 const char *kErrorClass = R"(
 class QuorumError(RuntimeError):
@@ -447,7 +386,7 @@ PYBIND11_MODULE(_quorum, m) {
       .def_readonly("carried", &quorum_round_stats_t::carried)
       .def_readonly("staleness", &quorum_round_stats_t::staleness);
 
-  py::class_<Request>(m, "Request", "a pending iallreduce (waited when garbage collected)")
+  py::class_<Request>(m, "Request", "a pending non-blocking call (waited when garbage collected)")
       .def("wait", &Request::wait)
       .def("test", &Request::test, "True once complete (the request is then released)")
       .def_property_readonly("done", &Request::done);
@@ -473,8 +412,8 @@ PYBIND11_MODULE(_quorum, m) {
           p.free_locally();
       });
 
-  py::class_<Comm>(m, "Comm", "a quorum communicator")
-      .def_static("init", &Comm::init, "bootstrap from the environment")
+  py::class_<Comm> comm(m, "Comm", "a quorum communicator");
+  comm.def_static("init", &Comm::init, "bootstrap from the environment")
       .def_static("init_oob", &Comm::init_oob, py::arg("rank"), py::arg("size"),
                   py::arg("allgather"))
       .def("finalize", &Comm::finalize)
@@ -506,4 +445,5 @@ PYBIND11_MODULE(_quorum, m) {
         } catch (const Failure &) {
         }
       });
+  def_mpi_style(m, comm);
 }

@@ -24,6 +24,7 @@ from ._quorum import (  # noqa: F401
     Request,
     RoundInfo,
     RoundStats,
+    UNDEFINED,
     Status,
     version,
 )
@@ -46,4 +47,4 @@ def init_oob(rank, size, allgather):
 
 
 __all__ = ["Comm", "DType", "Mode", "Op", "Partial", "QuorumError", "Request", "RoundInfo",
-           "RoundStats", "Status", "init", "init_oob", "version"]
+           "RoundStats", "Status", "UNDEFINED", "init", "init_oob", "version"]

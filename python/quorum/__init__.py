@@ -10,8 +10,14 @@
 Arrays are anything with DLPack (torch tensors, numpy arrays) or the buffer
 protocol, C-contiguous, used in place: nothing is copied on the way in or out. Reductions take
 float32, float64, float16, bfloat16 (torch only), int32 and int64; bcast and
-allgather move any dtype as bytes. Failures raise QuorumError, whose status
-is a Status and detail the library's exact cause. quorum.torch holds the
+allgather move any dtype as bytes.
+
+Comm's calls: allreduce, iallreduce, bcast, barrier, allgather,
+reduce_scatter, partial (solo / majority); and the MPI-style split, dup,
+send, recv, isend, irecv, reduce, gather, scatter, alltoall, alltoallv with
+ireduce, igather, iscatter, ialltoall, ialltoallv (docs/python.md).
+Failures raise QuorumError, whose status is a Status and detail the
+library's exact cause. quorum.torch holds the
 PyTorch side: the hand-over from torch.distributed and the DDP hook.
 """
 from ._quorum import (  # noqa: F401

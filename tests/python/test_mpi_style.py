@@ -130,6 +130,34 @@ def test_tags_match_out_of_order(comm):
     comm.barrier()
 
 
+def test_blocking_recv_releases_the_gil(comm):
+    """Rank 0 waits in recv on a dup in a second thread while its main thread
+    sends on comm the message that makes rank 1 answer: with the GIL held by
+    the waiting recv this would time out."""
+    if comm.size == 1:
+        pytest.skip("needs a peer")
+    import threading
+    with comm.dup() as d:
+        got = np.zeros(3, dtype=np.int64)
+        if comm.rank == 0:
+            errors = []
+
+            def wait_for_answer():
+                try:
+                    d.recv(got, 1, tag=2)
+                except QuorumError as e:  # reported by the main thread
+                    errors.append(e)
+            t = threading.Thread(target=wait_for_answer)
+            t.start()
+            comm.send(np.full(3, 41, dtype=np.int64), 1, tag=3)
+            t.join()
+            assert not errors, errors
+            np.testing.assert_array_equal(got, np.full(3, 42))
+        elif comm.rank == 1:
+            comm.recv(got, 0, tag=3)
+            d.send(got + 1, 0, tag=2)
+
+
 @pytest.mark.parametrize("dtype", TORCH_DTYPES)
 def test_send_recv_torch(comm, dtype):
     if comm.size == 1:

@@ -27,6 +27,7 @@
 #include "runtime/status.hpp"
 #include "tools/cli_common.hpp"
 #include "tools/quorum_train_checks.hpp"
+#include "tools/train_common_options.hpp"
 #include "tools/wall_time.hpp"
 #include "trainer/backend.hpp"
 #include "trainer/checkpoint.hpp"
@@ -34,7 +35,6 @@
 #include "trainer/distributed/collective_reducer.hpp"
 #include "trainer/distributed/setup_agreement.hpp"
 #include "trainer/gradient_reducer.hpp"
-#include "trainer/model_spec.hpp"
 #include "trainer/output_check.hpp"
 #include "trainer/stop_signal.hpp"
 #include "trainer/trainer.hpp"
@@ -294,42 +294,16 @@ int main(int argc, char **argv) {
       "quorum-train: train a small CNN, on one process or data-parallel under quorum-run, "
       "mpirun or srun (backends ref, cpu, cuda)"};
   qt::TrainConfig cfg;
-  std::string backend_name = "cpu", data_name = "fashion-mnist", data_dir, log_path;
+  quorum::train_options::CommonOptions common;
+  std::string log_path;
   std::string reduce_mode, imbalance;
-  int threads = 1;
-  int64_t train_limit = 0, test_limit = 0, log_every = 100, progress_every = 100;
-  bool no_verify = false;
-  app.add_option("--model", cfg.model, "model")
-      ->check(CLI::IsMember(qt::model_names()))
-      ->capture_default_str();
-  app.add_option("--backend", backend_name, "compute backend")
-      ->check(CLI::IsMember({"ref", "cpu", "cuda"}))
-      ->capture_default_str();
-  app.add_option("--data", data_name, "data set")
-      ->check(CLI::IsMember({"fashion-mnist", "cifar10", "synthetic"}))
-      ->capture_default_str();
-  app.add_option("--data-dir", data_dir,
-                 "folder of the data files (default for fashion-mnist: Debian's "
-                 "dataset-fashion-mnist location)");
-  app.add_flag("--no-verify-data", no_verify,
-               "accept Fashion-MNIST-shaped IDX files whose content differs from the package's");
-  app.add_option("--train-limit", train_limit, "use only the first N training examples (0: all)")
-      ->check(CLI::NonNegativeNumber);
-  app.add_option("--test-limit", test_limit, "use only the first N test examples (0: all)")
-      ->check(CLI::NonNegativeNumber);
+  int64_t log_every = 100, progress_every = 100;
+  quorum::train_options::add_data_options(app, &common);
   app.add_option("--epochs", cfg.epochs, "epochs")
       ->check(CLI::Range(1, 1 << 30))
       ->capture_default_str();
   app.add_option("--batch", cfg.batch, "batch size per rank")
       ->check(CLI::Range(1, 1 << 16))
-      ->capture_default_str();
-  app.add_option("--lr", cfg.lr, "learning rate at --lr-reference-batch examples")
-      ->check(checks::finite())
-      ->check(CLI::PositiveNumber)
-      ->capture_default_str();
-  app.add_option("--lr-reference-batch", cfg.lr_reference_batch,
-                 "linear scaling: lr x global batch / this")
-      ->check(CLI::PositiveNumber)
       ->capture_default_str();
   app.add_option("--warmup-epochs", cfg.warmup_epochs, "linear warmup to the scaled rate")
       ->check(checks::finite())
@@ -340,20 +314,8 @@ int main(int argc, char **argv) {
          "after the warmup: none (constant rate) or cosine (down to 0 at the last epoch's end)")
       ->check(CLI::IsMember({"none", "cosine"}))
       ->capture_default_str();
-  app.add_option("--momentum", cfg.momentum, "SGD momentum")
-      ->check(checks::finite())
-      ->check(CLI::Range(0.0, 1.0))
-      ->capture_default_str();
-  app.add_option("--weight-decay", cfg.weight_decay, "L2 weight decay")
-      ->check(checks::finite())
-      ->check(CLI::NonNegativeNumber)
-      ->capture_default_str();
-  app.add_option("--seed", cfg.seed, "seed of the initial weights and the data order")
-      ->capture_default_str();
-  app.add_option("--threads", threads,
-                 "compute threads (cpu backend; more than 1 only pays on otherwise idle cores)")
-      ->check(CLI::Range(1, 1024))
-      ->capture_default_str();
+  quorum::train_options::add_sgd_options(app, &common, "linear scaling: lr x global batch / this",
+                                         "seed of the initial weights and the data order");
   app.add_option("--max-steps", cfg.max_steps, "stop at this global step (-1: all epochs)")
       ->check(checks::steps_or_all())
       ->capture_default_str();
@@ -446,6 +408,14 @@ int main(int argc, char **argv) {
                "ran and computing on the newest parameters");
   quorum_tools::add_version_flag(app, "quorum-train");
   QUORUM_TOOL_PARSE(app, argc, argv);
+  cfg.model = common.model, cfg.seed = common.seed, cfg.lr = common.lr;
+  cfg.lr_reference_batch = common.lr_reference_batch;
+  cfg.momentum = common.momentum, cfg.weight_decay = common.weight_decay;
+  const std::string &backend_name = common.backend, &data_name = common.data;
+  const std::string &data_dir = common.data_dir;
+  const int64_t train_limit = common.train_limit, test_limit = common.test_limit;
+  const int threads = common.threads;
+  const bool no_verify = common.no_verify;
   // The default weight means nothing with --drop-late (the reducer refuses a given one).
   if (drop_late && app.count("--carry-weight") == 0) carry_weight = 1;
 

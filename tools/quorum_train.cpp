@@ -38,8 +38,10 @@
 #include "trainer/output_check.hpp"
 #include "trainer/stop_signal.hpp"
 #include "trainer/trainer.hpp"
+#include "trainer/tuner/online_tuner.hpp"
 
 namespace qt = quorum::trainer;
+namespace tu = quorum::trainer::tuner;
 namespace checks = quorum::train_checks;
 using nlohmann::json;
 
@@ -101,6 +103,55 @@ class ConsoleObserver : public qt::TrainObserver {
     ranks_ = run_info_.value("ranks", 1);
   }
   bool replicas_agree() const { return replicas_agree_; }
+  // --batch auto: every decision of the tuner, as a line and a JSON record
+  // (those taken before the start record follow it).
+  void on_tuner_decision(const tu::TunerDecision &d) {
+    if (rank_ != 0) return;
+    if (!started_) {
+      pending_.push_back(d);
+      return;
+    }
+    end_progress_line();
+    const std::string when =
+        d.kind == tu::DecisionKind::Start ? "start"
+        : d.kind == tu::DecisionKind::Resumed
+            ? "resumed"
+            : fmt::format("{} after epoch {}", decision_kind_name(d.kind), d.epoch);
+    const std::string what =
+        d.kind == tu::DecisionKind::Profiled
+            ? fmt::format("profiled in {:.2f} s", d.seconds)
+            : fmt::format("{}: batch {} (global {}), lr {:.4g}{}", when, d.batch, d.batch * d.ranks,
+                          d.lr,
+                          d.warmup_steps > 0 ? fmt::format(" (warmup from {:.4g} over {} steps)",
+                                                           d.warmup_from_lr, d.warmup_steps)
+                                             : "");
+    std::printf("%sbatch auto: %s; %s\n", stamp().c_str(), what.c_str(), d.reason.c_str());
+    std::fflush(stdout);
+    if (!log_) return;
+    json r{{"event", "batch_decision"},
+           {"decision", decision_kind_name(d.kind)},
+           {"epoch", d.epoch},
+           {"step", d.global_step},
+           {"batch", d.batch},
+           {"previous_batch", d.previous_batch},
+           {"global_batch", d.batch * d.ranks},
+           {"ranks", d.ranks},
+           {"lr", d.lr},
+           {"lr_recipe", tu::lr_scaling_name(tu::LrScaling::Sqrt)},
+           {"warmup_from_lr", d.warmup_from_lr},
+           {"warmup_steps", d.warmup_steps},
+           {"b_noise", d.b_noise},
+           {"b_noise_error", d.b_noise_error},
+           {"noise_samples", d.noise_samples},
+           {"predicted_gain", d.predicted_gain},
+           {"test_accuracy", d.test_accuracy},
+           {"ranks_agree", d.ranks_agree},
+           {"reason", d.reason}};
+    if (d.kind == tu::DecisionKind::Profiled || d.kind == tu::DecisionKind::Resumed)
+      r["profile_seconds"] = d.seconds;
+    write_record(std::move(r));
+    log_->flush();
+  }
   // One point per test evaluation: when (cumulative training seconds, and
   // epochs trained, fractional inside an epoch) and the test accuracy.
   struct CurvePoint {
@@ -118,9 +169,12 @@ class ConsoleObserver : public qt::TrainObserver {
                                     : "";
     std::printf(
         "%squorum-train (quorum %s) on %s, %d rank%s, backend %s, model %s: %zu "
-        "parameters, batch %d, %lld steps per epoch%s\n",
+        "parameters, batch %s, %lld steps per epoch%s\n",
         stamp().c_str(), quorum_version(), host_name().c_str(), ranks_, ranks_ == 1 ? "" : "s",
-        run_info_.value("backend", "?").c_str(), c.model.c_str(), s.param_count, c.batch,
+        run_info_.value("backend", "?").c_str(), c.model.c_str(), s.param_count,
+        (run_info_.contains("batch_policy") ? fmt::format("auto (now {})", s.batch)
+                                            : std::to_string(c.batch))
+            .c_str(),
         static_cast<long long>(s.steps_per_epoch), resumed.c_str());
     std::fflush(stdout);
     if (log_) {
@@ -136,6 +190,9 @@ class ConsoleObserver : public qt::TrainObserver {
       start.update(run_info_);
       write_record(std::move(start));
     }
+    started_ = true;
+    for (const auto &d : pending_) on_tuner_decision(d);
+    pending_.clear();
   }
 
   void on_step(const qt::StepProgress &p) override {
@@ -240,6 +297,7 @@ class ConsoleObserver : public qt::TrainObserver {
       write_record({{"event", "epoch"},
                     {"epoch", r.epoch + 1},
                     {"complete", r.complete},
+                    {"batch", r.batch},
                     {"steps", r.steps},
                     {"train_loss", r.train_loss},
                     {"train_accuracy", r.train_accuracy},
@@ -285,6 +343,8 @@ class ConsoleObserver : public qt::TrainObserver {
   std::vector<CurvePoint> curve_;
   bool line_open_ = false;
   std::chrono::steady_clock::time_point last_draw_{};
+  bool started_ = false;
+  std::vector<tu::TunerDecision> pending_;
 };
 
 }  // namespace
@@ -302,9 +362,19 @@ int main(int argc, char **argv) {
   app.add_option("--epochs", cfg.epochs, "epochs")
       ->check(CLI::Range(1, 1 << 30))
       ->capture_default_str();
-  app.add_option("--batch", cfg.batch, "batch size per rank")
-      ->check(CLI::Range(1, 1 << 16))
+  std::string batch_text = "64";
+  double target_accuracy = 0;
+  app.add_option("--batch", batch_text,
+                 "batch size per rank, or auto: the tuner profiles the step and the allreduce "
+                 "first, measures the gradient noise scale while training, and picks the batch "
+                 "and rate (square-root scaling) at every epoch end; needs --target-accuracy")
+      ->check(checks::batch_size())
       ->capture_default_str();
+  app.add_option("--target-accuracy", target_accuracy,
+                 "--batch auto: stop at the first epoch end whose test accuracy reaches this, "
+                 "percent")
+      ->check(checks::finite())
+      ->check(CLI::Range(0.1, 100.0));
   app.add_option("--warmup-epochs", cfg.warmup_epochs, "linear warmup to the scaled rate")
       ->check(checks::finite())
       ->check(CLI::NonNegativeNumber)
@@ -416,6 +486,8 @@ int main(int argc, char **argv) {
   const int64_t train_limit = common.train_limit, test_limit = common.test_limit;
   const int threads = common.threads;
   const bool no_verify = common.no_verify;
+  const bool batch_auto = batch_text == "auto";
+  cfg.batch = batch_auto ? 64 : std::stoi(batch_text);  // auto: where the tuner starts
   // The default weight means nothing with --drop-late (the reducer refuses a given one).
   if (drop_late && app.count("--carry-weight") == 0) carry_weight = 1;
 
@@ -425,6 +497,10 @@ int main(int argc, char **argv) {
                         std::getenv("OMPI_COMM_WORLD_RANK") != nullptr;
   const bool distributed = launched || !reduce_mode.empty() || !imbalance.empty();
   const std::string mode = !reduce_mode.empty() ? reduce_mode : distributed ? "sync" : "local";
+  if (const std::string e = checks::batch_auto_misuse(app, batch_auto, mode); !e.empty()) {
+    std::fprintf(stderr, "quorum-train: %s\n", e.c_str());
+    return 2;
+  }
   if (const std::string e = checks::partial_only_misuse(app, mode); !e.empty()) {
     std::fprintf(stderr, "quorum-train: %s\n", e.c_str());
     return 2;
@@ -528,6 +604,10 @@ int main(int argc, char **argv) {
                 {"test_limit", test_limit},
                 {"train_examples", data.train.count},
                 {"test_examples", data.test.count}};
+  if (batch_auto)
+    run_info.update({{"batch_policy", "auto"},
+                     {"target_accuracy", target_accuracy},
+                     {"lr_recipe", tu::lr_scaling_name(tu::LrScaling::Sqrt)}});
   if (dist) {
     dist->set_backend(backend.get());
     reducer = dist.get();
@@ -559,6 +639,25 @@ int main(int argc, char **argv) {
     }
   }
   observer.set_run_info(std::move(run_info));
+  // --batch auto: the tuner profiles now (a fresh run; a resumed one restores
+  // its state from the checkpoint) and chooses each epoch's batch.
+  tu::OnlineTunerOptions to;
+  to.model = cfg.model, to.target_accuracy = target_accuracy / 100;
+  to.lr0 = cfg.lr, to.lr_b0 = cfg.lr_reference_batch, to.start_batch = cfg.batch;
+  tu::OnlineTuner tuner(to, dist ? dist->size() : 1,
+                        [&](const tu::TunerDecision &d) { observer.on_tuner_decision(d); });
+  if (batch_auto) {
+    const quorum::Status ps =
+        cfg.resume_path.empty() ? tuner.profile(backend.get(), data.train, comm) : quorum::kOk;
+    if (ps != quorum::kOk) {
+      std::fprintf(stderr, "quorum-train: %s\n", quorum::last_error());
+      if (dist) dist->abandon();
+      if (comm) quorum_finalize(comm);
+      return ps == QUORUM_ERR_INVALID_ARG ? 2 : 1;
+    }
+    cfg.batch = tuner.plan().batch;
+    cfg.batch_policy = &tuner;
+  }
   qt::TrainResult result;
   // On failure the peers may be gone or stuck elsewhere: free the partial
   // object locally (no collective destroy) and leave.

@@ -227,7 +227,8 @@ Status train(const TrainConfig &cfg, Backend *backend, const DataSplit &data,
   if (averaging && cfg.resume_path.empty())
     backend->copy_device(ema.p, model->params(), count * sizeof(float));
   if (observer)
-    observer->on_start(cfg, RunStart{count, steps_per_epoch, st.global_step, st.train_seconds});
+    observer->on_start(cfg,
+                       RunStart{count, steps_per_epoch, st.global_step, st.train_seconds, batch});
 
   // Every rank checks the (identical) parameters, so all stop together; a
   // diverged run never overwrites the last good checkpoint.

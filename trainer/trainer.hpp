@@ -100,6 +100,7 @@ struct RunStart {
   int64_t steps_per_epoch = 0;
   int64_t start_step = 0;
   double start_train_seconds = 0;  // training time before this run (a resume: the checkpoint's)
+  int batch = 0;                   // per rank, of the first step (a batch policy's may differ)
 };
 
 class TrainObserver {

@@ -104,13 +104,21 @@ class ConsoleObserver : public qt::TrainObserver {
   }
   bool replicas_agree() const { return replicas_agree_; }
   // --batch auto: every decision of the tuner, as a line and a JSON record
-  // (those taken before the start record follow it).
+  // (those taken before the start record, or at an epoch's end before its
+  // report, follow it).
   void on_tuner_decision(const tu::TunerDecision &d) {
     if (rank_ != 0) return;
-    if (!started_) {
+    const bool at_epoch_end = d.kind == tu::DecisionKind::Keep ||
+                              d.kind == tu::DecisionKind::Switch ||
+                              d.kind == tu::DecisionKind::TargetReached;
+    if (!started_ || at_epoch_end) {
       pending_.push_back(d);
       return;
     }
+    write_decision(d);
+  }
+
+  void write_decision(const tu::TunerDecision &d) {
     end_progress_line();
     const std::string when =
         d.kind == tu::DecisionKind::Start ? "start"
@@ -191,11 +199,17 @@ class ConsoleObserver : public qt::TrainObserver {
       write_record(std::move(start));
     }
     started_ = true;
-    for (const auto &d : pending_) on_tuner_decision(d);
-    pending_.clear();
+    flush_decisions();
+  }
+
+  void flush_decisions() {
+    std::vector<tu::TunerDecision> pending;
+    pending.swap(pending_);
+    for (const auto &d : pending) write_decision(d);
   }
 
   void on_step(const qt::StepProgress &p) override {
+    steps_per_epoch_ = std::max<int64_t>(1, p.steps_per_epoch);  // --batch auto changes it
     if (rank_ != 0) return;
     log_step(p);
     const bool last = p.step_in_epoch == p.steps_per_epoch;
@@ -325,6 +339,7 @@ class ConsoleObserver : public qt::TrainObserver {
                     {"param_sum", r.param_sum}});
       log_->flush();
     }
+    flush_decisions();
     return quorum::kOk;
   }
 

@@ -58,7 +58,8 @@ Status OnlineTuner::profile(Backend *backend, const Dataset &train, quorum_comm_
   const auto start = std::chrono::steady_clock::now();
   const OnlineTunerOptions &o = options_;
   if (o.batch_min < 2 || o.batch_max < o.batch_min || o.noise_every < 1 ||
-      !(o.target_accuracy > 0) || o.target_accuracy > 1 || !(o.min_gain >= 0))
+      o.noise_every_alone < 1 || !(o.target_accuracy > 0) || o.target_accuracy > 1 ||
+      !(o.min_gain >= 0))
     return fail(QUORUM_ERR_INVALID_ARG, kSub,
                 "online tuner: bad options (batches {}..{}, noise every {}, target {}, gain {})",
                 o.batch_min, o.batch_max, o.noise_every, o.target_accuracy, o.min_gain);
@@ -119,6 +120,15 @@ Status OnlineTuner::profile(Backend *backend, const Dataset &train, quorum_comm_
     log_(s);
   }
   return kOk;
+}
+
+bool OnlineTuner::measures(int64_t global_step) const {
+  int64_t every = options_.noise_every;
+  if (ranks_ == 1) {
+    const int64_t steps_per_epoch = std::max<int64_t>(1, shard_ / std::max(1, plan_.batch));
+    every = std::clamp<int64_t>(steps_per_epoch / 8, 1, std::max(1, options_.noise_every_alone));
+  }
+  return global_step % every == 0;
 }
 
 void OnlineTuner::add_noise_sample(double b_small, double sq_small, double b_big, double sq_big) {

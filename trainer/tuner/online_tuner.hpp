@@ -5,9 +5,10 @@
 // of a short geometric grid, all ranks at work at once (compute_profiler.hpp),
 // and this runtime's allreduce of the gradient on the launched ranks, fitted
 // to alpha-beta (allreduce_probe.hpp). During training: the gradient noise
-// scale from the training's own gradients every `noise_every` steps (several
-// ranks: each one's |g_local|^2 against the reduced |g|^2; one process: half
-// the batch's gradient first). The first epoch runs at `start_batch`; at each
+// scale from the training's own gradients (several ranks: each one's
+// |g_local|^2 against the reduced |g|^2 every `noise_every` steps; one
+// process: half the batch's gradient first, half a step extra, on fewer
+// steps). The first epoch runs at `start_batch`; at each
 // complete epoch's end the epoch's noise scale sets S(B) = S_min (1 + B_noise
 // / B) and the predictor (predictor.hpp) the time to progress of every grid
 // batch at the launched ranks (one K: the Pareto front of time and cost is
@@ -43,7 +44,10 @@ struct OnlineTunerOptions {
   double warmup_epochs = 1.0;                             // the recipe's (lr_recipe.hpp)
   int start_batch = 64, batch_min = 16, batch_max = 512;  // local
   double min_gain = 0.05;
-  int noise_every = 4;
+  int noise_every = 4;  // several ranks: the measurement is nearly free
+  // One process: each measurement costs half a step, so at most one step in
+  // this many, but at least 8 per epoch.
+  int noise_every_alone = 16;
   int profile_warmup = 2, profile_steps = 8;
   double profile_seconds = 0.4;  // fewer timed steps per batch once they took this long
 };
@@ -88,9 +92,7 @@ class OnlineTuner : public BatchPolicy {
   BatchPlan plan() const override { return plan_; }
   std::string state() const override;
   Status restore(const std::string &state) override;
-  bool measures(int64_t global_step) const override {
-    return global_step % options_.noise_every == 0;
-  }
+  bool measures(int64_t global_step) const override;
   void add_noise_sample(double b_small, double sq_small, double b_big, double sq_big) override;
   Status end_epoch(const EpochReport &report, int64_t global_step, GradientReducer *reducer,
                    bool *stop) override;

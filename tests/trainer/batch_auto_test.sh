@@ -7,10 +7,10 @@
 # a run stopped mid-epoch and resumed keeps the tuner's state (no second
 # profile, the same batch, the epoch's remaining steps, and, where both runs
 # decided alike, the uninterrupted run's parameters); and the bad
-# combinations are clear errors.
-# Usage: batch_auto_test.sh path/to/quorum-run path/to/quorum-train
+# combinations are clear errors. perf/plot_training.py reads its logs.
+# Usage: batch_auto_test.sh path/to/quorum-run path/to/quorum-train path/to/plot_training.py
 set -u
-run="$1" bin="$2"
+run="$1" bin="$2" plot="$3"
 source "$(dirname "$0")/../support/checks.sh"
 unset SLURM_STEP_NUM_TASKS PMI_SIZE OMPI_COMM_WORLD_SIZE OMPI_COMM_WORLD_RANK PMIX_RANK QUORUM_RANK
 # A slow rate keeps the synthetic data's accuracy under the target for a few epochs.
@@ -67,6 +67,8 @@ check_log "$tmp/two.jsonl" 2 >"$tmp/py.out" 2>&1 || fail "2 ranks' log: $(cat "$
 whole_decisions=$(cat "$tmp/py.out")
 grep -q "replicas=agree" "$tmp/out" || fail "2 ranks: replicas differ"
 whole_crc=$(grep -o "done: [0-9]* steps, params crc32 [0-9a-f]*" "$tmp/out")
+/usr/bin/python3 "$plot" --summary "$tmp/two.jsonl" >"$tmp/summary" 2>&1 ||
+  fail "plot_training.py --summary: $(cat "$tmp/summary")"
 
 # Stopped after 3 steps of epoch 2, then resumed: the tuner's state goes on.
 timeout 120 "$run" -n 2 "$bin" "${auto[@]}" --log "$tmp/part.jsonl" --checkpoint "$tmp/ckpt" \

@@ -149,7 +149,12 @@ Status OnlineTuner::end_epoch(const EpochReport &report, int64_t global_step,
   std::vector<double> v(4, 0.0);
   std::string reason;
   if (reducer->rank() == 0) {
-    v = {double(plan_.batch), epoch_noise_.mean_noise_scale(), epoch_noise_.uncertainty(), 0.0};
+    // The smoothed estimate (the EMA over the run's samples, which follows the
+    // noise scale as it grows), or where its |G|^2 is not yet positive the
+    // mean over this epoch's; the error is that of the epoch's mean.
+    const double smoothed = run_noise_.noise_scale();
+    v = {double(plan_.batch), smoothed > 0 ? smoothed : epoch_noise_.mean_noise_scale(),
+         epoch_noise_.uncertainty(), 0.0};
     const double bn = v[1];
     if (epoch_noise_.samples() < 3 || !(bn > 0)) {
       reason = fmt::format("no usable noise scale from this epoch's {} samples: batch kept",

@@ -9,7 +9,7 @@
 // |g_local|^2 against the reduced |g|^2 every `noise_every` steps; one
 // process: half the batch's gradient first, half a step extra, on fewer
 // steps). The first epoch runs at `start_batch`; at each
-// complete epoch's end the epoch's noise scale sets S(B) = S_min (1 + B_noise
+// complete epoch's end the smoothed noise scale sets S(B) = S_min (1 + B_noise
 // / B) and the predictor (predictor.hpp) the time to progress of every grid
 // batch at the launched ranks (one K: the Pareto front of time and cost is
 // the fastest row, its own knee). The tuner switches when that row is
@@ -63,7 +63,8 @@ struct TunerDecision {
   int batch = 0, previous_batch = 0, ranks = 1;
   double lr = 0, warmup_from_lr = 0;
   int64_t warmup_steps = 0;
-  double b_noise = 0, b_noise_error = 0;  // of the epoch just finished
+  double b_noise = 0;        // smoothed over the run (EMA)
+  double b_noise_error = 0;  // standard error of the epoch's mean estimate
   int64_t noise_samples = 0;
   double predicted_gain = 0;  // predicted time to progress: current / chosen - 1
   double test_accuracy = 0;

@@ -160,10 +160,27 @@ Status OnlineTuner::end_epoch(const EpochReport &report, int64_t global_step,
       reason = fmt::format("no usable noise scale from this epoch's {} samples: batch kept",
                            epoch_noise_.samples());
     } else {
+      // The profile's shape at the level this epoch measured at its batch
+      // (the brief profile and the training see different loads of a shared
+      // machine), and likewise the allreduce (rank 0's times).
+      double compute_scale = 1, comm_scale = 1;
+      if (report.steps > 0) {
+        const double steps = double(report.steps);
+        const PhaseTimes &pt = report.times;
+        const double measured = (pt.data + pt.forward + pt.backward + pt.update) / steps;
+        const double profiled = compute_.seconds_at(plan_.batch);
+        if (measured > 0 && profiled > 0) compute_scale = measured / profiled;
+        const double modelled = allreduce_.seconds(gradient_bytes_, ranks_);
+        if (ranks_ > 1 && pt.reduce > 0 && modelled > 0) comm_scale = pt.reduce / steps / modelled;
+      }
+      StepProfile scaled = compute_;
+      scaled.scale(compute_scale);
+      AlphaBeta comm = allreduce_;
+      comm.alpha *= comm_scale, comm.beta *= comm_scale;
       PredictorInputs in;
-      in.compute = compute_;
-      in.compute_many = compute_;
-      in.allreduce = allreduce_;
+      in.compute = scaled;
+      in.compute_many = scaled;
+      in.allreduce = comm;
       in.gradient_bytes = gradient_bytes_;
       in.steps = StepsModel::anchored(1.0, double(plan_.batch) * ranks_, bn);
       in.local_batches = grid_;
@@ -182,13 +199,17 @@ Status OnlineTuner::end_epoch(const EpochReport &report, int64_t global_step,
       const double gain =
           current != rows.end() && best.seconds > 0 ? current->seconds / best.seconds - 1 : 0;
       v[3] = gain;
+      const std::string level =
+          fmt::format(" (step times x {:.2f} and allreduce x {:.2f} to this epoch's)",
+                      compute_scale, comm_scale);
       if (best.local_batch != plan_.batch && gain >= options_.min_gain) {
         v[0] = best.local_batch;
         reason = fmt::format(
-            "B_noise {:.0f}: batch {} is predicted {:.1f}% faster to the target than {} "
-            "({:.2f} against {:.2f} ms per unit of progress)",
-            bn, best.local_batch, 100 * gain, plan_.batch, 1e3 * best.seconds,
-            1e3 * current->seconds);
+                     "B_noise {:.0f}: batch {} is predicted {:.1f}% faster to the target than {} "
+                     "({:.2f} against {:.2f} ms per unit of progress)",
+                     bn, best.local_batch, 100 * gain, plan_.batch, 1e3 * best.seconds,
+                     1e3 * current->seconds) +
+                 level;
       } else {
         reason = best.local_batch == plan_.batch
                      ? fmt::format("B_noise {:.0f}: batch {} is still the fastest predicted", bn,
@@ -197,6 +218,7 @@ Status OnlineTuner::end_epoch(const EpochReport &report, int64_t global_step,
                            "B_noise {:.0f}: batch {} is predicted only {:.1f}% faster "
                            "than {} (below {:.0f}%): kept",
                            bn, best.local_batch, 100 * gain, plan_.batch, 100 * options_.min_gain);
+        reason += level;
       }
     }
   }

@@ -8,14 +8,16 @@
 // scale from the training's own gradients (several ranks: each one's
 // |g_local|^2 against the reduced |g|^2 every `noise_every` steps; one
 // process: half the batch's gradient first, half a step extra, on fewer
-// steps). The first epoch runs at `start_batch`; at each
-// complete epoch's end the smoothed noise scale sets S(B) = S_min (1 + B_noise
-// / B) and the predictor (predictor.hpp) the time to progress of every grid
-// batch at the launched ranks (one K: the Pareto front of time and cost is
-// the fastest row, its own knee). The tuner switches when that row is
-// predicted at least `min_gain` faster than the current batch; the rate
-// follows the square-root recipe with its warmup (lr_recipe.hpp), rising from
-// the rate in use. Rank 0 decides and its decision is broadcast. Training
+// steps). The first epoch runs at `start_batch`; at each complete epoch's end
+// the smoothed noise scale sets S(B) = S_min (1 + B_noise / B) and the
+// predictor (predictor.hpp) the time to progress of every grid batch at the
+// launched ranks (one K: the Pareto front of time and cost is the fastest
+// row, its own knee), with the profile's step times and allreduce set to the
+// level the epoch measured at its batch (on a shared machine the load of the
+// brief profile and of the training differ). The tuner switches when that
+// row is predicted at least `min_gain` faster than the current batch; the
+// rate follows the square-root recipe with its warmup (lr_recipe.hpp), rising
+// from the rate in use. Rank 0 decides and its decision is broadcast. Training
 // stops at the first epoch end whose test accuracy reaches the target. A
 // restored state (--resume) is logged as a Resumed decision.
 #pragma once

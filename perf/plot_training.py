@@ -80,9 +80,11 @@ def read_runs(path, earlier=()):
         except json.JSONDecodeError as e:
             fail(f"{path}:{number}: not JSON ({e.msg}): {line[:60]}")
         event = record.get("event") if isinstance(record, dict) else None
-        if event not in ("start", "step", "eval", "epoch"):
+        if event not in ("start", "step", "eval", "epoch", "batch_decision"):
             fail(f"{path}:{number}: not a quorum-train record "
-                 "(no event start, step, eval or epoch)")
+                 "(no event start, step, eval, epoch or batch_decision)")
+        if event == "batch_decision":
+            continue  # --batch auto's tuner: its choices show in the epochs' batches
         if event == "start":
             last = (runs or previous or [None])[-1]
             if last is not None and continues(last, record):

@@ -27,6 +27,7 @@
 #include "runtime/status.hpp"
 #include "tools/cli_common.hpp"
 #include "tools/quorum_train_checks.hpp"
+#include "tools/train_common_options.hpp"
 #include "tools/wall_time.hpp"
 #include "trainer/backend.hpp"
 #include "trainer/checkpoint.hpp"
@@ -34,12 +35,13 @@
 #include "trainer/distributed/collective_reducer.hpp"
 #include "trainer/distributed/setup_agreement.hpp"
 #include "trainer/gradient_reducer.hpp"
-#include "trainer/model_spec.hpp"
 #include "trainer/output_check.hpp"
 #include "trainer/stop_signal.hpp"
 #include "trainer/trainer.hpp"
+#include "trainer/tuner/online_tuner.hpp"
 
 namespace qt = quorum::trainer;
+namespace tu = quorum::trainer::tuner;
 namespace checks = quorum::train_checks;
 using nlohmann::json;
 
@@ -101,6 +103,63 @@ class ConsoleObserver : public qt::TrainObserver {
     ranks_ = run_info_.value("ranks", 1);
   }
   bool replicas_agree() const { return replicas_agree_; }
+  // --batch auto: every decision of the tuner, as a line and a JSON record
+  // (those taken before the start record, or at an epoch's end before its
+  // report, follow it).
+  void on_tuner_decision(const tu::TunerDecision &d) {
+    if (rank_ != 0) return;
+    const bool at_epoch_end = d.kind == tu::DecisionKind::Keep ||
+                              d.kind == tu::DecisionKind::Switch ||
+                              d.kind == tu::DecisionKind::TargetReached;
+    if (!started_ || at_epoch_end) {
+      pending_.push_back(d);
+      return;
+    }
+    write_decision(d);
+  }
+
+  void write_decision(const tu::TunerDecision &d) {
+    end_progress_line();
+    const std::string when =
+        d.kind == tu::DecisionKind::Start ? "start"
+        : d.kind == tu::DecisionKind::Resumed
+            ? "resumed"
+            : fmt::format("{} after epoch {}", decision_kind_name(d.kind), d.epoch);
+    const std::string what =
+        d.kind == tu::DecisionKind::Profiled
+            ? fmt::format("profiled in {:.2f} s", d.seconds)
+            : fmt::format("{}: batch {} (global {}), lr {:.4g}{}", when, d.batch, d.batch * d.ranks,
+                          d.lr,
+                          d.warmup_steps > 0 ? fmt::format(" (warmup from {:.4g} over {} steps)",
+                                                           d.warmup_from_lr, d.warmup_steps)
+                                             : "");
+    std::printf("%sbatch auto: %s; %s\n", stamp().c_str(), what.c_str(), d.reason.c_str());
+    std::fflush(stdout);
+    if (!log_) return;
+    json r{{"event", "batch_decision"},
+           {"decision", decision_kind_name(d.kind)},
+           {"epoch", d.epoch},
+           {"step", d.global_step},
+           {"batch", d.batch},
+           {"previous_batch", d.previous_batch},
+           {"global_batch", d.batch * d.ranks},
+           {"ranks", d.ranks},
+           {"lr", d.lr},
+           {"lr_recipe", tu::lr_scaling_name(tu::LrScaling::Sqrt)},
+           {"warmup_from_lr", d.warmup_from_lr},
+           {"warmup_steps", d.warmup_steps},
+           {"b_noise", d.b_noise},
+           {"b_noise_error", d.b_noise_error},
+           {"noise_samples", d.noise_samples},
+           {"predicted_gain", d.predicted_gain},
+           {"test_accuracy", d.test_accuracy},
+           {"ranks_agree", d.ranks_agree},
+           {"reason", d.reason}};
+    if (d.kind == tu::DecisionKind::Profiled || d.kind == tu::DecisionKind::Resumed)
+      r["profile_seconds"] = d.seconds;
+    write_record(std::move(r));
+    log_->flush();
+  }
   // One point per test evaluation: when (cumulative training seconds, and
   // epochs trained, fractional inside an epoch) and the test accuracy.
   struct CurvePoint {
@@ -118,9 +177,12 @@ class ConsoleObserver : public qt::TrainObserver {
                                     : "";
     std::printf(
         "%squorum-train (quorum %s) on %s, %d rank%s, backend %s, model %s: %zu "
-        "parameters, batch %d, %lld steps per epoch%s\n",
+        "parameters, batch %s, %lld steps per epoch%s\n",
         stamp().c_str(), quorum_version(), host_name().c_str(), ranks_, ranks_ == 1 ? "" : "s",
-        run_info_.value("backend", "?").c_str(), c.model.c_str(), s.param_count, c.batch,
+        run_info_.value("backend", "?").c_str(), c.model.c_str(), s.param_count,
+        (run_info_.contains("batch_policy") ? fmt::format("auto (now {})", s.batch)
+                                            : std::to_string(c.batch))
+            .c_str(),
         static_cast<long long>(s.steps_per_epoch), resumed.c_str());
     std::fflush(stdout);
     if (log_) {
@@ -136,9 +198,18 @@ class ConsoleObserver : public qt::TrainObserver {
       start.update(run_info_);
       write_record(std::move(start));
     }
+    started_ = true;
+    flush_decisions();
+  }
+
+  void flush_decisions() {
+    std::vector<tu::TunerDecision> pending;
+    pending.swap(pending_);
+    for (const auto &d : pending) write_decision(d);
   }
 
   void on_step(const qt::StepProgress &p) override {
+    steps_per_epoch_ = std::max<int64_t>(1, p.steps_per_epoch);  // --batch auto changes it
     if (rank_ != 0) return;
     log_step(p);
     const bool last = p.step_in_epoch == p.steps_per_epoch;
@@ -240,6 +311,7 @@ class ConsoleObserver : public qt::TrainObserver {
       write_record({{"event", "epoch"},
                     {"epoch", r.epoch + 1},
                     {"complete", r.complete},
+                    {"batch", r.batch},
                     {"steps", r.steps},
                     {"train_loss", r.train_loss},
                     {"train_accuracy", r.train_accuracy},
@@ -267,6 +339,7 @@ class ConsoleObserver : public qt::TrainObserver {
                     {"param_sum", r.param_sum}});
       log_->flush();
     }
+    flush_decisions();
     return quorum::kOk;
   }
 
@@ -285,6 +358,8 @@ class ConsoleObserver : public qt::TrainObserver {
   std::vector<CurvePoint> curve_;
   bool line_open_ = false;
   std::chrono::steady_clock::time_point last_draw_{};
+  bool started_ = false;
+  std::vector<tu::TunerDecision> pending_;
 };
 
 }  // namespace
@@ -294,43 +369,27 @@ int main(int argc, char **argv) {
       "quorum-train: train a small CNN, on one process or data-parallel under quorum-run, "
       "mpirun or srun (backends ref, cpu, cuda)"};
   qt::TrainConfig cfg;
-  std::string backend_name = "cpu", data_name = "fashion-mnist", data_dir, log_path;
+  quorum::train_options::CommonOptions common;
+  std::string log_path;
   std::string reduce_mode, imbalance;
-  int threads = 1;
-  int64_t train_limit = 0, test_limit = 0, log_every = 100, progress_every = 100;
-  bool no_verify = false;
-  app.add_option("--model", cfg.model, "model")
-      ->check(CLI::IsMember(qt::model_names()))
-      ->capture_default_str();
-  app.add_option("--backend", backend_name, "compute backend")
-      ->check(CLI::IsMember({"ref", "cpu", "cuda"}))
-      ->capture_default_str();
-  app.add_option("--data", data_name, "data set")
-      ->check(CLI::IsMember({"fashion-mnist", "cifar10", "synthetic"}))
-      ->capture_default_str();
-  app.add_option("--data-dir", data_dir,
-                 "folder of the data files (default for fashion-mnist: Debian's "
-                 "dataset-fashion-mnist location)");
-  app.add_flag("--no-verify-data", no_verify,
-               "accept Fashion-MNIST-shaped IDX files whose content differs from the package's");
-  app.add_option("--train-limit", train_limit, "use only the first N training examples (0: all)")
-      ->check(CLI::NonNegativeNumber);
-  app.add_option("--test-limit", test_limit, "use only the first N test examples (0: all)")
-      ->check(CLI::NonNegativeNumber);
+  int64_t log_every = 100, progress_every = 100;
+  quorum::train_options::add_data_options(app, &common);
   app.add_option("--epochs", cfg.epochs, "epochs")
       ->check(CLI::Range(1, 1 << 30))
       ->capture_default_str();
-  app.add_option("--batch", cfg.batch, "batch size per rank")
-      ->check(CLI::Range(1, 1 << 16))
+  std::string batch_text = "64";
+  double target_accuracy = 0;
+  app.add_option("--batch", batch_text,
+                 "batch size per rank, or auto: the tuner profiles the step and the allreduce "
+                 "first, measures the gradient noise scale while training, and picks the batch "
+                 "and rate (square-root scaling) at every epoch end; needs --target-accuracy")
+      ->check(checks::batch_size())
       ->capture_default_str();
-  app.add_option("--lr", cfg.lr, "learning rate at --lr-reference-batch examples")
+  app.add_option("--target-accuracy", target_accuracy,
+                 "--batch auto: stop at the first epoch end whose test accuracy reaches this, "
+                 "percent")
       ->check(checks::finite())
-      ->check(CLI::PositiveNumber)
-      ->capture_default_str();
-  app.add_option("--lr-reference-batch", cfg.lr_reference_batch,
-                 "linear scaling: lr x global batch / this")
-      ->check(CLI::PositiveNumber)
-      ->capture_default_str();
+      ->check(CLI::Range(0.1, 100.0));
   app.add_option("--warmup-epochs", cfg.warmup_epochs, "linear warmup to the scaled rate")
       ->check(checks::finite())
       ->check(CLI::NonNegativeNumber)
@@ -340,20 +399,8 @@ int main(int argc, char **argv) {
          "after the warmup: none (constant rate) or cosine (down to 0 at the last epoch's end)")
       ->check(CLI::IsMember({"none", "cosine"}))
       ->capture_default_str();
-  app.add_option("--momentum", cfg.momentum, "SGD momentum")
-      ->check(checks::finite())
-      ->check(CLI::Range(0.0, 1.0))
-      ->capture_default_str();
-  app.add_option("--weight-decay", cfg.weight_decay, "L2 weight decay")
-      ->check(checks::finite())
-      ->check(CLI::NonNegativeNumber)
-      ->capture_default_str();
-  app.add_option("--seed", cfg.seed, "seed of the initial weights and the data order")
-      ->capture_default_str();
-  app.add_option("--threads", threads,
-                 "compute threads (cpu backend; more than 1 only pays on otherwise idle cores)")
-      ->check(CLI::Range(1, 1024))
-      ->capture_default_str();
+  quorum::train_options::add_sgd_options(app, &common, "linear scaling: lr x global batch / this",
+                                         "seed of the initial weights and the data order");
   app.add_option("--max-steps", cfg.max_steps, "stop at this global step (-1: all epochs)")
       ->check(checks::steps_or_all())
       ->capture_default_str();
@@ -446,6 +493,16 @@ int main(int argc, char **argv) {
                "ran and computing on the newest parameters");
   quorum_tools::add_version_flag(app, "quorum-train");
   QUORUM_TOOL_PARSE(app, argc, argv);
+  cfg.model = common.model, cfg.seed = common.seed, cfg.lr = common.lr;
+  cfg.lr_reference_batch = common.lr_reference_batch;
+  cfg.momentum = common.momentum, cfg.weight_decay = common.weight_decay;
+  const std::string &backend_name = common.backend, &data_name = common.data;
+  const std::string &data_dir = common.data_dir;
+  const int64_t train_limit = common.train_limit, test_limit = common.test_limit;
+  const int threads = common.threads;
+  const bool no_verify = common.no_verify;
+  const bool batch_auto = batch_text == "auto";
+  cfg.batch = batch_auto ? 64 : std::stoi(batch_text);  // auto: where the tuner starts
   // The default weight means nothing with --drop-late (the reducer refuses a given one).
   if (drop_late && app.count("--carry-weight") == 0) carry_weight = 1;
 
@@ -455,6 +512,10 @@ int main(int argc, char **argv) {
                         std::getenv("OMPI_COMM_WORLD_RANK") != nullptr;
   const bool distributed = launched || !reduce_mode.empty() || !imbalance.empty();
   const std::string mode = !reduce_mode.empty() ? reduce_mode : distributed ? "sync" : "local";
+  if (const std::string e = checks::batch_auto_misuse(app, batch_auto, mode); !e.empty()) {
+    std::fprintf(stderr, "quorum-train: %s\n", e.c_str());
+    return 2;
+  }
   if (const std::string e = checks::partial_only_misuse(app, mode); !e.empty()) {
     std::fprintf(stderr, "quorum-train: %s\n", e.c_str());
     return 2;
@@ -558,6 +619,10 @@ int main(int argc, char **argv) {
                 {"test_limit", test_limit},
                 {"train_examples", data.train.count},
                 {"test_examples", data.test.count}};
+  if (batch_auto)
+    run_info.update({{"batch_policy", "auto"},
+                     {"target_accuracy", target_accuracy},
+                     {"lr_recipe", tu::lr_scaling_name(tu::LrScaling::Sqrt)}});
   if (dist) {
     dist->set_backend(backend.get());
     reducer = dist.get();
@@ -589,6 +654,25 @@ int main(int argc, char **argv) {
     }
   }
   observer.set_run_info(std::move(run_info));
+  // --batch auto: the tuner profiles now (a fresh run; a resumed one restores
+  // its state from the checkpoint) and chooses each epoch's batch.
+  tu::OnlineTunerOptions to;
+  to.model = cfg.model, to.target_accuracy = target_accuracy / 100;
+  to.lr0 = cfg.lr, to.lr_b0 = cfg.lr_reference_batch, to.start_batch = cfg.batch;
+  tu::OnlineTuner tuner(to, dist ? dist->size() : 1,
+                        [&](const tu::TunerDecision &d) { observer.on_tuner_decision(d); });
+  if (batch_auto) {
+    const quorum::Status ps =
+        cfg.resume_path.empty() ? tuner.profile(backend.get(), data.train, comm) : quorum::kOk;
+    if (ps != quorum::kOk) {
+      std::fprintf(stderr, "quorum-train: %s\n", quorum::last_error());
+      if (dist) dist->abandon();
+      if (comm) quorum_finalize(comm);
+      return ps == QUORUM_ERR_INVALID_ARG ? 2 : 1;
+    }
+    cfg.batch = tuner.plan().batch;
+    cfg.batch_policy = &tuner;
+  }
   qt::TrainResult result;
   // On failure the peers may be gone or stuck elsewhere: free the partial
   // object locally (no collective destroy) and leave.

@@ -31,6 +31,45 @@ CLI::Validator steps_or_all() {
       "-1 or >0");
 }
 
+CLI::Validator batch_size() {
+  return CLI::Validator(
+      [](std::string &text) {
+        if (text == "auto") return std::string();
+        char *end = nullptr;
+        const long v = std::strtol(text.c_str(), &end, 10);
+        if (end != text.c_str() && *end == '\0' && v >= 1 && v <= (1 << 16)) return std::string();
+        return text + ": give a batch size from 1 to 65536, or auto";
+      },
+      "1..65536|auto");
+}
+
+std::string batch_auto_misuse(const CLI::App &app, bool automatic, const std::string &mode) {
+  if (!automatic)
+    return app.count("--target-accuracy") > 0
+               ? "--target-accuracy applies to --batch auto only (a fixed --batch trains all "
+                 "its --epochs)"
+               : "";
+  if (app.count("--target-accuracy") == 0)
+    return "--batch auto needs --target-accuracy (the test accuracy, percent, the tuner "
+           "trains to)";
+  if (mode != "sync" && mode != "local")
+    return fmt::format(
+        "--batch auto reduces with sync only (its noise scale reads every rank's whole "
+        "gradient); this run asks --reduce {}",
+        mode);
+  for (const char *name : {"--imbalance", "--bucket-kb", "--warmup-epochs", "--lr-decay"}) {
+    if (app.count(name) == 0) continue;
+    return fmt::format(
+        "--batch auto cannot honour {}: {}", name,
+        std::string(name) == "--warmup-epochs" || std::string(name) == "--lr-decay"
+            ? "the tuner sets the rate of each batch it picks (square-root scaling of --lr from "
+              "--lr-reference-batch, with its own warmup)"
+            : "the tuner's step and noise measurements assume a plain synchronous allreduce "
+              "after the backward pass");
+  }
+  return "";
+}
+
 CLI::Validator reduce_mode() {
   return CLI::Validator(
       [](std::string &text) {

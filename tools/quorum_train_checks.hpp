@@ -14,6 +14,15 @@ CLI::Validator finite();
 // --max-steps: -1 (all epochs) or a positive number of steps.
 CLI::Validator steps_or_all();
 
+// --batch: a batch size (1..65536) or auto.
+CLI::Validator batch_size();
+
+// --batch auto given (`automatic`) without --target-accuracy or with an
+// option it cannot honour (a partial reduction, injected imbalance, buckets,
+// a rate schedule of its own), or --target-accuracy without it: an error
+// naming the first, or "".
+std::string batch_auto_misuse(const CLI::App &app, bool automatic, const std::string &mode);
+
 // --reduce: sync, solo, majority or quorum:K (K a positive integer; K <= P
 // is checked once the ranks are known).
 CLI::Validator reduce_mode();

@@ -28,11 +28,11 @@
 #include "tools/cli_common.hpp"
 #include "tools/quorum_train_checks.hpp"
 #include "tools/quorum_tune_report.hpp"
+#include "tools/train_common_options.hpp"
 #include "trainer/backend.hpp"
 #include "trainer/dataset.hpp"
 #include "trainer/distributed/collective_reducer.hpp"
 #include "trainer/distributed/setup_agreement.hpp"
-#include "trainer/model_spec.hpp"
 #include "trainer/tuner/allreduce_probe.hpp"
 #include "trainer/tuner/compute_profiler.hpp"
 #include "trainer/tuner/pilot.hpp"
@@ -50,14 +50,8 @@ using nlohmann::json;
 
 namespace {
 
-struct Options {
-  std::string model = "fm-s", backend = "cpu", data = "fashion-mnist", data_dir;
-  bool no_verify = false;
-  int64_t train_limit = 0, test_limit = 0;
-  int threads = 1;
-  uint64_t seed = 1;
-  double lr = 0.02, momentum = 0.9, weight_decay = 0.0;
-  int lr_reference_batch = 64;
+// The model, data and SGD options are quorum-train's (train_common_options.hpp).
+struct Options : quorum::train_options::CommonOptions {
   std::string scaling = "sqrt";
   double target = 0;  // percent
   int batch_min = 16, batch_max = 1024;
@@ -109,41 +103,9 @@ int main(int argc, char **argv) {
       "rank count, and pick one (run it as quorum-train is run: alone, or under quorum-run, "
       "mpirun or srun)"};
   Options o;
-  app.add_option("--model", o.model, "model")
-      ->check(CLI::IsMember(qt::model_names()))
-      ->capture_default_str();
-  app.add_option("--backend", o.backend, "compute backend")
-      ->check(CLI::IsMember({"ref", "cpu", "cuda"}))
-      ->capture_default_str();
-  app.add_option("--data", o.data, "data set")
-      ->check(CLI::IsMember({"fashion-mnist", "cifar10", "synthetic"}))
-      ->capture_default_str();
-  app.add_option("--data-dir", o.data_dir, "folder of the data files");
-  app.add_flag("--no-verify-data", o.no_verify, "accept IDX files that differ from the package's");
-  app.add_option("--train-limit", o.train_limit, "use only the first N training examples (0: all)")
-      ->check(CLI::NonNegativeNumber);
-  app.add_option("--test-limit", o.test_limit, "use only the first N test examples (0: all)")
-      ->check(CLI::NonNegativeNumber);
-  app.add_option("--threads", o.threads, "compute threads (cpu backend)")
-      ->check(CLI::Range(1, 1024))
-      ->capture_default_str();
-  app.add_option("--seed", o.seed, "seed of the pilot's initial weights and data order")
-      ->capture_default_str();
-  app.add_option("--lr", o.lr, "learning rate at --lr-reference-batch examples")
-      ->check(checks::finite())
-      ->check(CLI::PositiveNumber)
-      ->capture_default_str();
-  app.add_option("--lr-reference-batch", o.lr_reference_batch, "the batch --lr is given for")
-      ->check(CLI::PositiveNumber)
-      ->capture_default_str();
-  app.add_option("--momentum", o.momentum, "SGD momentum")
-      ->check(checks::finite())
-      ->check(CLI::Range(0.0, 1.0))
-      ->capture_default_str();
-  app.add_option("--weight-decay", o.weight_decay, "L2 weight decay")
-      ->check(checks::finite())
-      ->check(CLI::NonNegativeNumber)
-      ->capture_default_str();
+  quorum::train_options::add_data_options(app, &o);
+  quorum::train_options::add_sgd_options(app, &o, "the batch --lr is given for",
+                                         "seed of the pilot's initial weights and data order");
   app.add_option("--lr-scaling", o.scaling,
                  "rate for a larger batch: sqrt (lr x sqrt(B / reference), the tuner's recipe) "
                  "or linear (lr x B / reference, the standard one, with warmup)")

@@ -3,11 +3,15 @@
 //   u64 seed | i32 batch | i32 world | u64 train_count | i64 steps_per_epoch |
 //   i64 global_step, epoch, step_in_epoch | f64 loss sum | i64 correct, images |
 //   u64 count | f32 params[count] | f32 momentum[count] | u64 ema_count (0 or count) |
-//   f32 ema[ema_count] | f64 train_seconds | u32 CRC32 of all before.
+//   f32 ema[ema_count] | f64 train_seconds | i64 epoch_start_step |
+//   u32 length, batch-policy state | u32 CRC32 of all before.
 // Version 2 added the data set name, train_count and steps_per_epoch; version 3
 // the parameters' moving average (version 2 files are read as having none);
 // version 4 the training time so far (older files are read as 0 s: a resumed
-// run's times then count from the resume). Each version only appends before the
+// run's times then count from the resume); version 5 the step at which the
+// epoch in progress began and the batch policy's state (quorum-train --batch
+// auto, whose epochs differ in steps; older files are read as a run of one
+// batch without a policy). Each version only appends before the
 // CRC, so a reader of version N reads every older one by stopping earlier.
 #include "trainer/checkpoint.hpp"
 
@@ -27,10 +31,12 @@ namespace quorum::trainer {
 namespace {
 constexpr const char *kSub = "checkpoint";
 constexpr char kMagic[8] = {'Q', 'T', 'R', 'N', 'C', 'K', 'P', 'T'};
-constexpr uint32_t kVersion = 4;
+constexpr uint32_t kVersion = 5;
 constexpr uint32_t kOldestVersion = 2;  // read too: no moving average, no training time
 constexpr uint32_t kFirstWithAverage = 3;
 constexpr uint32_t kFirstWithTrainSeconds = 4;
+constexpr uint32_t kFirstWithPolicy = 5;
+constexpr uint32_t kMaxPolicyStateBytes = 1 << 20;
 
 class Writer {
  public:
@@ -67,6 +73,13 @@ class Reader {
   bool text(std::string *s) {
     uint32_t n = 0;
     if (!get(&n) || n >= 256) return false;
+    s->resize(n);
+    return raw(s->data(), n);
+  }
+  // Longer text (the batch policy's state), at most `max` bytes.
+  bool long_text(std::string *s, uint32_t max) {
+    uint32_t n = 0;
+    if (!get(&n) || n > max) return false;
     s->resize(n);
     return raw(s->data(), n);
   }
@@ -115,10 +128,16 @@ std::string bad_position(const TrainingState &s) {
   if (s.epoch < 0 || s.step_in_epoch < 0 || s.step_in_epoch >= s.steps_per_epoch)
     return fmt::format("epoch {} (counting from 1) step {} of an epoch of {} steps", s.epoch + 1,
                        s.step_in_epoch, s.steps_per_epoch);
-  if (s.epoch > INT64_MAX / s.steps_per_epoch - 1 ||
-      s.global_step != s.epoch * s.steps_per_epoch + s.step_in_epoch)
+  if (s.epoch > INT64_MAX / s.steps_per_epoch - 1)
+    return fmt::format("epoch {} of {} steps each", s.epoch + 1, s.steps_per_epoch);
+  // One batch throughout: every finished epoch had this epoch's steps. A
+  // batch policy's epochs differ, each of at least one step.
+  if (s.policy_state.empty() && s.epoch_start_step != s.epoch * s.steps_per_epoch)
     return fmt::format("global step {} is not {} finished epochs x {} steps + {}", s.global_step,
                        s.epoch, s.steps_per_epoch, s.step_in_epoch);
+  if (s.epoch_start_step < s.epoch || s.global_step != s.epoch_start_step + s.step_in_epoch)
+    return fmt::format("global step {} is not the {} steps of {} finished epochs + {}",
+                       s.global_step, s.epoch_start_step, s.epoch, s.step_in_epoch);
   if (s.epoch_images < 0 || s.epoch_correct < 0 || s.epoch_correct > s.epoch_images)
     return fmt::format("{} of {} examples correct", s.epoch_correct, s.epoch_images);
   return "";
@@ -152,6 +171,9 @@ Status save_checkpoint(const std::string &path, const TrainingState &s) {
   w.put(uint64_t(s.ema.size()));
   w.raw(s.ema.data(), s.ema.size() * sizeof(float));
   w.put(s.train_seconds);
+  // One batch throughout (no policy): every finished epoch had this one's steps.
+  w.put(s.policy_state.empty() ? s.epoch * s.steps_per_epoch : s.epoch_start_step);
+  w.text(s.policy_state);
   w.put(uint32_t(crc32(0L, w.bytes.data(), uInt(w.bytes.size()))));
 
   if (const std::string why = not_a_regular_file(path); !why.empty())
@@ -262,14 +284,15 @@ Status parse_checkpoint(const std::vector<uint8_t> &bytes, const std::string &pa
             r.get(&s->global_step) && r.get(&s->epoch) && r.get(&s->step_in_epoch) &&
             r.get(&s->epoch_loss_sum) && r.get(&s->epoch_correct) && r.get(&s->epoch_images) &&
             r.get(&count);
-  // What follows the header: params, momentum, [ema_count, ema], [train_seconds], CRC.
+  // What follows the header: params, momentum, [ema_count, ema],
+  // [train_seconds], [epoch_start_step, policy state], CRC.
   const size_t seconds_bytes = version >= kFirstWithTrainSeconds ? sizeof(double) : 0;
-  const size_t tail = (version >= kFirstWithAverage ? sizeof(uint64_t) : 0) + seconds_bytes + 4;
+  const size_t policy_bytes = version >= kFirstWithPolicy ? sizeof(int64_t) + sizeof(uint32_t) : 0;
+  const size_t tail =
+      (version >= kFirstWithAverage ? sizeof(uint64_t) : 0) + seconds_bytes + policy_bytes + 4;
   ok =
       ok && count <= r.left() / (2 * sizeof(float)) && count * 2 * sizeof(float) + tail <= r.left();
   if (!ok) return fail(QUORUM_ERR_INVALID_ARG, kSub, "{}: malformed header", path);
-  if (const std::string why = bad_position(*s); !why.empty())
-    return fail(QUORUM_ERR_INVALID_ARG, kSub, "{}: impossible training state: {}", path, why);
   s->params.resize(count);
   s->momentum.resize(count);
   r.raw(s->params.data(), count * sizeof(float));
@@ -277,8 +300,11 @@ Status parse_checkpoint(const std::vector<uint8_t> &bytes, const std::string &pa
   uint64_t ema_count = 0;
   if (version >= kFirstWithAverage && !r.get(&ema_count))
     return fail(QUORUM_ERR_INVALID_ARG, kSub, "{}: malformed moving average", path);
-  if ((ema_count != 0 && ema_count != count) ||
-      ema_count * sizeof(float) + seconds_bytes + 4 != r.left())
+  // Up to version 4 the tail's size is fixed; version 5's policy state is text.
+  const size_t after_ema = seconds_bytes + policy_bytes + 4;
+  if ((ema_count != 0 && ema_count != count) || ema_count > r.left() / sizeof(float) ||
+      ema_count * sizeof(float) + after_ema > r.left() ||
+      (policy_bytes == 0 && ema_count * sizeof(float) + after_ema != r.left()))
     return fail(QUORUM_ERR_INVALID_ARG, kSub,
                 "{}: malformed: {} parameters, a moving average of {} and {} bytes after it", path,
                 count, ema_count, r.left());
@@ -289,6 +315,17 @@ Status parse_checkpoint(const std::vector<uint8_t> &bytes, const std::string &pa
   if (!std::isfinite(s->train_seconds) || s->train_seconds < 0)
     return fail(QUORUM_ERR_INVALID_ARG, kSub, "{}: impossible training state: {} s of training",
                 path, s->train_seconds);
+  s->policy_state.clear();
+  // Before version 5: one batch throughout (an impossible epoch is refused below).
+  const bool sane =
+      s->steps_per_epoch > 0 && s->epoch >= 0 && s->epoch <= INT64_MAX / s->steps_per_epoch - 1;
+  s->epoch_start_step = sane ? s->epoch * s->steps_per_epoch : 0;
+  if (version >= kFirstWithPolicy &&
+      (!r.get(&s->epoch_start_step) || !r.long_text(&s->policy_state, kMaxPolicyStateBytes) ||
+       r.left() != 4))
+    return fail(QUORUM_ERR_INVALID_ARG, kSub, "{}: malformed batch-policy state", path);
+  if (const std::string why = bad_position(*s); !why.empty())
+    return fail(QUORUM_ERR_INVALID_ARG, kSub, "{}: impossible training state: {}", path, why);
   return kOk;
 }
 

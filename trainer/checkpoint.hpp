@@ -38,6 +38,12 @@ struct TrainingState {
   // Training time up to global_step, evaluations left out, summed over every
   // resumed part (0 in a checkpoint older than format version 4).
   double train_seconds = 0.0;
+  // The global step at which `epoch` began: epoch x steps_per_epoch unless a
+  // batch policy changed the batch between epochs (format version 5).
+  int64_t epoch_start_step = 0;
+  // A batch policy's state (quorum-train --batch auto), opaque here; empty
+  // without one (and in a checkpoint older than format version 5). At most 1 MiB.
+  std::string policy_state;
 };
 
 Status save_checkpoint(const std::string &path, const TrainingState &state);

@@ -121,13 +121,37 @@ Status train(const TrainConfig &cfg, Backend *backend, const DataSplit &data,
                 tr.height, tr.width, spec.classes);
   const int world = reducer->size(), rank = reducer->rank();
   ShardSampler sampler(tr.count, cfg.seed, rank, world);
-  const int64_t steps_per_epoch = int64_t(sampler.shard_size() / size_t(cfg.batch));
+  // A batch policy (--batch auto) names each epoch's batch; the checkpoint
+  // of its run carries its state, which a resume restores first.
+  BatchPolicy *const policy = cfg.batch_policy;
+  TrainingState st;
+  if (!cfg.resume_path.empty()) {
+    QUORUM_CHECK(load_checkpoint(cfg.resume_path, &st));
+    if (policy != nullptr && st.policy_state.empty())
+      return fail(QUORUM_ERR_MISMATCH, kSub,
+                  "{}: the checkpoint of a run with a fixed --batch cannot resume a run with "
+                  "--batch auto (it holds no tuner state); resume with --batch {}",
+                  cfg.resume_path, st.batch);
+    if (policy == nullptr && !st.policy_state.empty())
+      return fail(QUORUM_ERR_MISMATCH, kSub,
+                  "{}: the checkpoint of a run with --batch auto (at batch {}) resumes only "
+                  "with --batch auto",
+                  cfg.resume_path, st.batch);
+    if (policy != nullptr) QUORUM_CHECK(policy->restore(st.policy_state));
+  }
+  int batch = policy != nullptr ? policy->plan().batch : cfg.batch;
+  const auto steps_of = [&](int b) { return int64_t(sampler.shard_size() / size_t(b)); };
+  int64_t steps_per_epoch = steps_of(batch);
   if (steps_per_epoch == 0)
     return fail(QUORUM_ERR_INVALID_ARG, kSub,
                 "a shard of {} examples holds no full batch of {} ({} examples, {} ranks)",
-                sampler.shard_size(), cfg.batch, tr.count, world);
+                sampler.shard_size(), batch, tr.count, world);
+  const int model_batch = policy != nullptr ? policy->max_batch() : cfg.batch;
+  if (batch > model_batch)
+    return fail(QUORUM_ERR_INTERNAL, kSub, "the batch policy names batch {} above its largest, {}",
+                batch, model_batch);
   std::unique_ptr<Model<float>> model;
-  QUORUM_CHECK(Model<float>::create(spec, backend, cfg.batch, &model));
+  QUORUM_CHECK(Model<float>::create(spec, backend, model_batch, &model));
   const size_t count = model->param_count();
   struct Buffer {
     Backend *b;
@@ -153,8 +177,11 @@ Status train(const TrainConfig &cfg, Backend *backend, const DataSplit &data,
 
   reducer->set_steps_per_epoch(steps_per_epoch);
   const int64_t planned_steps = steps_per_epoch * cfg.epochs;
-  int64_t total_steps = planned_steps;
+  // A policy's epochs differ in steps: the epochs bound the run, and the
+  // progress's total is re-estimated at each epoch start.
+  int64_t total_steps = policy != nullptr ? INT64_MAX : planned_steps;
   if (cfg.max_steps >= 0) total_steps = std::min(total_steps, cfg.max_steps);
+  int64_t shown_total = std::min(total_steps, planned_steps);
   // The decay spans the planned epochs, not --max-steps: a run stopped early and
   // resumed follows the same rates as an uninterrupted one.
   LrSchedule schedule{cfg.lr,
@@ -164,17 +191,15 @@ Status train(const TrainConfig &cfg, Backend *backend, const DataSplit &data,
                       cfg.lr_decay == "cosine",
                       planned_steps};
 
-  // Initial state: fresh or from a checkpoint.
-  TrainingState st;
+  // Initial state: fresh or from the checkpoint read above.
   if (!cfg.resume_path.empty()) {
-    QUORUM_CHECK(load_checkpoint(cfg.resume_path, &st));
-    if (st.model != cfg.model || st.seed != cfg.seed || st.batch != cfg.batch ||
-        st.world != world || st.params.size() != count)
+    if (st.model != cfg.model || st.seed != cfg.seed || st.batch != batch || st.world != world ||
+        st.params.size() != count)
       return fail(QUORUM_ERR_MISMATCH, kSub,
                   "{}: checkpoint of model '{}' seed {} batch {} ranks {} ({} parameters) cannot "
                   "resume model '{}' seed {} batch {} ranks {} ({} parameters)",
                   cfg.resume_path, st.model, st.seed, st.batch, st.world, st.params.size(),
-                  cfg.model, cfg.seed, cfg.batch, world, count);
+                  cfg.model, cfg.seed, batch, world, count);
     // The data fixes the order and number of steps: other data would resume
     // at another position, or past its epoch's end.
     if (st.data != tr.name || st.train_count != tr.count || st.steps_per_epoch != steps_per_epoch)
@@ -194,7 +219,7 @@ Status train(const TrainConfig &cfg, Backend *backend, const DataSplit &data,
     if (averaging) backend->copy_to_device(ema.p, st.ema.data(), count * sizeof(float));
   } else {
     model->init_params(cfg.seed);
-    st.model = cfg.model, st.seed = cfg.seed, st.batch = cfg.batch, st.world = world;
+    st.model = cfg.model, st.seed = cfg.seed, st.batch = batch, st.world = world;
     st.data = tr.name, st.train_count = tr.count, st.steps_per_epoch = steps_per_epoch;
   }
   QUORUM_CHECK(reducer->broadcast_parameters(model->params(), count, backend->memory_kind()));
@@ -202,7 +227,8 @@ Status train(const TrainConfig &cfg, Backend *backend, const DataSplit &data,
   if (averaging && cfg.resume_path.empty())
     backend->copy_device(ema.p, model->params(), count * sizeof(float));
   if (observer)
-    observer->on_start(cfg, RunStart{count, steps_per_epoch, st.global_step, st.train_seconds});
+    observer->on_start(cfg,
+                       RunStart{count, steps_per_epoch, st.global_step, st.train_seconds, batch});
 
   // Every rank checks the (identical) parameters, so all stop together; a
   // diverged run never overwrites the last good checkpoint.
@@ -216,6 +242,7 @@ Status train(const TrainConfig &cfg, Backend *backend, const DataSplit &data,
     backend->copy_to_host(st.momentum.data(), velocity, count * sizeof(float));
     st.ema.resize(averaging ? count : 0);
     if (averaging) backend->copy_to_host(st.ema.data(), ema.p, count * sizeof(float));
+    if (policy != nullptr) st.policy_state = policy->state();
     QUORUM_CHECK(save_checkpoint(cfg.checkpoint_path, st));
     saved_step = st.global_step;
     return kOk;
@@ -232,13 +259,29 @@ Status train(const TrainConfig &cfg, Backend *backend, const DataSplit &data,
   const size_t reduced = count + Model<float>::kGradControlSlots;
   bool stop_agreed = false;
 
-  HostBatch hb{std::vector<float>(size_t(cfg.batch) * model->image_size()),
-               std::vector<int32_t>(size_t(cfg.batch))};
+  HostBatch hb{std::vector<float>(size_t(model_batch) * model->image_size()),
+               std::vector<int32_t>(size_t(model_batch))};
   const auto run_start = Clock::now();
   const int64_t run_start_step = st.global_step;
   result->start_step = result->global_step = st.global_step;
   result->train_seconds = st.train_seconds;
   while (st.epoch < cfg.epochs && st.global_step < total_steps) {
+    if (policy != nullptr && st.step_in_epoch == 0) {
+      // An epoch's start: the policy's batch from here (the data order does
+      // not depend on it; the position does).
+      batch = policy->plan().batch;
+      steps_per_epoch = batch >= 1 && batch <= model_batch ? steps_of(batch) : 0;
+      if (steps_per_epoch == 0)
+        return fail(QUORUM_ERR_INTERNAL, kSub,
+                    "the batch policy names batch {}: outside 1..{} or above a shard of {}", batch,
+                    model_batch, sampler.shard_size());
+      st.batch = batch, st.steps_per_epoch = steps_per_epoch;
+      st.epoch_start_step = st.global_step;
+      reducer->set_steps_per_epoch(steps_per_epoch);
+    }
+    if (policy != nullptr)
+      shown_total =
+          std::min(total_steps, st.epoch_start_step + steps_per_epoch * (cfg.epochs - st.epoch));
     const std::vector<uint32_t> order = sampler.epoch_indices(st.epoch);
     EpochReport rep;
     rep.epoch = st.epoch;
@@ -290,21 +333,35 @@ Status train(const TrainConfig &cfg, Backend *backend, const DataSplit &data,
       // A rank that fell behind applies the steps the others already ran
       // without computing its (late) gradient for them.
       const bool skip = reducer->steps_behind() > 0;
+      // Several ranks: each one's |g_local|^2 against the reduced gradient's.
+      const bool measure = policy != nullptr && !skip && policy->measures(st.global_step);
+      double small_sq = 0;
       double loss = 0;
       int64_t correct = 0;
       auto t = Clock::now();
       if (!skip) {
         const float stop_request = stop_signal() != 0 ? 1.0f : 0.0f;
         backend->copy_to_device(stop_slot, &stop_request, sizeof stop_request);
-        const uint32_t *idx = order.data() + st.step_in_epoch * cfg.batch;
-        assemble_batch(tr, idx, cfg.batch, hb.images.data(), hb.labels.data());
-        model->load_batch(cfg.batch, hb.images.data(), hb.labels.data());
+        const uint32_t *idx = order.data() + st.step_in_epoch * batch;
+        assemble_batch(tr, idx, batch, hb.images.data(), hb.labels.data());
         backend->synchronize();
         rep.times.data += since(t);
 
         t = Clock::now();
-        model->forward(cfg.batch);
-        model->loss(cfg.batch, &loss, &correct);
+        if (measure && world == 1) {
+          // One process: the noise scale compares the first half's gradient
+          // with the whole batch's (which overwrites it): half a step extra.
+          double half_loss = 0;
+          int64_t half_correct = 0;
+          model->load_batch(batch / 2, hb.images.data(), hb.labels.data());
+          model->forward(batch / 2);
+          model->loss(batch / 2, &half_loss, &half_correct);
+          model->backward(batch / 2);
+          small_sq = backend->sum_squares(count, model->grads());
+        }
+        model->load_batch(batch, hb.images.data(), hb.labels.data());
+        model->forward(batch);
+        model->loss(batch, &loss, &correct);
         backend->synchronize();
         rep.times.forward += since(t);
 
@@ -312,10 +369,11 @@ Status train(const TrainConfig &cfg, Backend *backend, const DataSplit &data,
         float *grads = model->grads();
         const int64_t this_step = st.global_step;
         // The first range reported (the buffer's end) takes the control slot along.
-        model->backward(cfg.batch, [&](size_t offset, size_t n) {
+        model->backward(batch, [&](size_t offset, size_t n) {
           if (offset + n == count) n += Model<float>::kGradControlSlots;
           reducer->gradient_ready(grads, offset, n, this_step);
         });
+        if (measure && world > 1) small_sq = backend->sum_squares(count, grads);
         backend->synchronize();
         rep.times.backward += since(t);
         rep.times.imbalance += reducer->inject_imbalance(this_step);
@@ -333,13 +391,25 @@ Status train(const TrainConfig &cfg, Backend *backend, const DataSplit &data,
       float stop_requests = 0;
       backend->copy_to_host(&stop_requests, stop_slot, sizeof stop_requests);
       stop_agreed = stop_requests > 0;
+      if (measure) {
+        const double big_sq = backend->sum_squares(count, model->grads());
+        double b_small = double(batch / 2);
+        if (world > 1) {
+          QUORUM_CHECK(reducer->sum_over_ranks(&small_sq, 1));
+          small_sq /= world;
+          b_small = batch;
+        }
+        policy->add_noise_sample(b_small, small_sq, double(batch) * world, big_sq);
+      }
       rep.times.reduce += since(t);
       contributors_sum += info.contributors;
       rep.carried += info.carried;
       staleness_sum += info.staleness;
 
       t = Clock::now();
-      SgdStep step{schedule.at(st.global_step), cfg.momentum, cfg.weight_decay};
+      const double rate =
+          policy != nullptr ? policy->plan().lr_at(st.global_step) : schedule.at(st.global_step);
+      SgdStep step{rate, cfg.momentum, cfg.weight_decay};
       backend->sgd_update(count, step, model->params(), model->grads(), velocity);
       if (averaging)
         backend->average_into(count, ema_decay_after(cfg.ema_decay, st.global_step), ema.p,
@@ -352,23 +422,23 @@ Status train(const TrainConfig &cfg, Backend *backend, const DataSplit &data,
       if (skip) {
         ++rep.skipped;
       } else {
-        st.epoch_loss_sum += loss * cfg.batch;
+        st.epoch_loss_sum += loss * batch;
         st.epoch_correct += correct;
-        st.epoch_images += cfg.batch;
-        images_this_run += cfg.batch;
+        st.epoch_images += batch;
+        images_this_run += batch;
       }
       if (observer && !skip) {
         StepProgress p;
         p.epoch = st.epoch, p.step_in_epoch = st.step_in_epoch;
         p.steps_per_epoch = steps_per_epoch, p.global_step = st.global_step;
-        p.total_steps = total_steps, p.loss = loss, p.lr = step.lr;
+        p.total_steps = shown_total, p.loss = loss, p.lr = step.lr;
         const double elapsed = training_seconds();
         p.images_per_s = elapsed > 0 ? double(images_this_run) / elapsed : 0;
         p.epoch_seconds = elapsed;
         p.train_seconds = seconds_before_epoch + elapsed;
         const double run_elapsed = since(run_start);
         const double per_step = run_elapsed / double(st.global_step - run_start_step);
-        p.eta_s = per_step * double(total_steps - st.global_step);
+        p.eta_s = per_step * double(shown_total - st.global_step);
         observer->on_step(p);
       }
       if (evaluates_after(st.step_in_epoch, steps_per_epoch, cfg.evals_per_epoch)) {
@@ -394,6 +464,7 @@ Status train(const TrainConfig &cfg, Backend *backend, const DataSplit &data,
     rep.images_per_cpu_s = rep.cpu_seconds > 0 ? double(images_this_run) / rep.cpu_seconds : 0;
     rep.images_per_s = rep.times.total() > 0 ? double(images_this_run) / rep.times.total() : 0;
     rep.complete = st.step_in_epoch == steps_per_epoch;
+    rep.batch = batch;
     rep.mean_contributors = rep.steps > 0 ? contributors_sum / double(rep.steps) : 0;
     rep.mean_staleness = rep.carried > 0 ? double(staleness_sum) / double(rep.carried) : 0;
     rep.train_loss = st.epoch_images ? st.epoch_loss_sum / double(st.epoch_images) : 0;
@@ -423,10 +494,25 @@ Status train(const TrainConfig &cfg, Backend *backend, const DataSplit &data,
       st.epoch_loss_sum = 0;
       st.epoch_correct = st.epoch_images = 0;
     }
+    // The policy decides the next epoch's plan, which the checkpoint carries.
+    bool policy_stop = false;
+    if (policy != nullptr && rep.complete) {
+      QUORUM_CHECK(policy->end_epoch(rep, st.global_step, reducer, &policy_stop));
+      // The checkpoint is at the next epoch's start, with its batch.
+      const int next = policy->plan().batch;
+      if (next < 1 || next > model_batch || steps_of(next) == 0)
+        return fail(QUORUM_ERR_INTERNAL, kSub, "the batch policy names batch {} (largest {})", next,
+                    model_batch);
+      st.batch = next, st.steps_per_epoch = steps_of(next), st.epoch_start_step = st.global_step;
+    }
     QUORUM_CHECK(save());
     result->last = rep;
     result->global_step = st.global_step;
     if (observer) QUORUM_CHECK(observer->on_epoch(rep));
+    if (policy_stop) {
+      result->stopped_by_policy = true;
+      break;
+    }
   }
   model->read_params(&result->params);
   return kOk;

@@ -11,6 +11,7 @@
 
 #include "runtime/status.hpp"
 #include "trainer/backend.hpp"
+#include "trainer/batch_policy.hpp"
 #include "trainer/dataset.hpp"
 #include "trainer/gradient_reducer.hpp"
 
@@ -36,6 +37,9 @@ struct TrainConfig {
   // params with d = min(ema_decay, (1 + t) / (10 + t)).
   double ema_decay = 0.0;
   std::string resume_path;  // "" = start fresh
+  // Chooses each epoch's batch and rate (--batch auto): `batch`, `lr`,
+  // `lr_reference_batch`, `warmup_epochs` and `lr_decay` are then unused. Not owned.
+  BatchPolicy *batch_policy = nullptr;
 };
 
 // Seconds per phase, summed over an epoch's steps.
@@ -58,6 +62,7 @@ struct StepProgress {
 struct EpochReport {
   int64_t epoch = 0;
   int64_t steps = 0;                          // in this run (a resumed epoch counts only its own)
+  int batch = 0;                              // per rank (a batch policy may change it per epoch)
   bool complete = true;                       // false when max_steps stopped it
   double train_loss = 0, train_accuracy = 0;  // over the whole epoch's steps
   double test_loss = 0, test_accuracy = 0;
@@ -95,6 +100,7 @@ struct RunStart {
   int64_t steps_per_epoch = 0;
   int64_t start_step = 0;
   double start_train_seconds = 0;  // training time before this run (a resume: the checkpoint's)
+  int batch = 0;                   // per rank, of the first step (a batch policy's may differ)
 };
 
 class TrainObserver {
@@ -119,6 +125,7 @@ struct TrainResult {
   // SIGINT/SIGTERM (stop_signal.hpp) stopped it at a step boundary, after the
   // checkpoint was written: the signal, else 0.
   int stopped_by_signal = 0;
+  bool stopped_by_policy = false;  // the batch policy ended the training (its target reached)
 };
 
 // Trains `config` on `data` (train and test split) with `backend`, reducing

@@ -16,9 +16,10 @@ def put(target, name, data):
         f.write(data)
 
 
-# Checkpoints (trainer/checkpoint.cpp): versions 4 (the training time) and 3,
-# with and without a moving average, and version 2.
-def checkpoint(version, count, ema):
+# Checkpoints (trainer/checkpoint.cpp): versions 5 (the epoch's start step and
+# a batch policy's state, empty or not), 4 (the training time) and 3, with and
+# without a moving average, and version 2.
+def checkpoint(version, count, ema, policy=b""):
     b = b"QTRNCKPT" + struct.pack("<I", version)
     for text in (b"fm-s", b"synthetic"):
         b += struct.pack("<I", len(text)) + text
@@ -34,9 +35,14 @@ def checkpoint(version, count, ema):
             b += struct.pack("<%df" % count, *[i * 0.125 for i in range(count)])
     if version >= 4:
         b += struct.pack("<d", 7.25)  # training seconds so far
+    if version >= 5:
+        b += struct.pack("<q", 14)  # the epoch's start step
+        b += struct.pack("<I", len(policy)) + policy
     return b + struct.pack("<I", zlib.crc32(b))
 
 
+put("checkpoint", "v5", checkpoint(5, 4, False))
+put("checkpoint", "v5_policy", checkpoint(5, 3, True, b"quorum-online-tuner 1\ngrid 2 16 0.01 32 0.02\n"))
 put("checkpoint", "v4", checkpoint(4, 4, False))
 put("checkpoint", "v4_ema", checkpoint(4, 3, True))
 put("checkpoint", "v3", checkpoint(3, 4, False))

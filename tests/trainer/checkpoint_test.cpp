@@ -190,24 +190,31 @@ std::string without_last_field(const std::string &bytes, size_t n) {
 }
 
 // Versions 2 and 3 had no training time: they are read as 0 s, all else
-// as written; a version from a newer build is refused.
+// as written; version 4 no epoch start nor policy state (a run of one batch);
+// a version from a newer build is refused.
 TEST(Checkpoint, ReadsOlderVersionsWithoutTrainingTime) {
   TempDir d;
   const std::string path = d.file("ckpt");
-  const std::string v4 = saved_sample_bytes(path);
-  ASSERT_GT(v4.size(), 32u);
+  const std::string v5 = saved_sample_bytes(path);
+  ASSERT_GT(v5.size(), 32u);
   const TrainingState want = sample_state();
+  // No epoch start step nor (empty) policy state.
+  std::string v4 = without_last_field(v5, sizeof(int64_t) + sizeof(uint32_t));
+  set_version(&v4, 4);
   std::string v3 = without_last_field(v4, sizeof(double));  // no train_seconds
   set_version(&v3, 3);
   std::string v2 = without_last_field(v3, sizeof(uint64_t));  // nor the (empty) moving average
   set_version(&v2, 2);
-  for (const auto &[version, bytes] : {std::pair{3, v3}, std::pair{2, v2}}) {
+  for (const auto &[version, bytes] : {std::pair{4, v4}, std::pair{3, v3}, std::pair{2, v2}}) {
     std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
     TrainingState s;
     s.train_seconds = 99;
+    s.policy_state = "stale";
     ASSERT_EQ(load_checkpoint(path, &s), kOk) << "version " << version << ": " << last_error();
-    EXPECT_EQ(s.train_seconds, 0.0) << "version " << version;
+    EXPECT_EQ(s.train_seconds, version >= 4 ? want.train_seconds : 0.0) << "version " << version;
     EXPECT_EQ(s.global_step, want.global_step) << "version " << version;
+    EXPECT_EQ(s.epoch_start_step, want.epoch * want.steps_per_epoch) << "version " << version;
+    EXPECT_TRUE(s.policy_state.empty()) << "version " << version;
     EXPECT_EQ(s.params, want.params) << "version " << version;
     EXPECT_EQ(s.momentum, want.momentum) << "version " << version;
     EXPECT_TRUE(s.ema.empty()) << "version " << version;
@@ -219,11 +226,34 @@ TEST(Checkpoint, ReadsOlderVersionsWithoutTrainingTime) {
   TrainingState s;
   ASSERT_EQ(load_checkpoint(path, &s), QUORUM_ERR_INVALID_ARG);
   EXPECT_NE(std::string(last_error()).find("malformed"), std::string::npos) << last_error();
-  std::string v5 = v4;
-  set_version(&v5, 5);
-  std::ofstream(path, std::ios::binary | std::ios::trunc) << v5;
+  std::string v6 = v5;
+  set_version(&v6, 6);
+  std::ofstream(path, std::ios::binary | std::ios::trunc) << v6;
   ASSERT_EQ(load_checkpoint(path, &s), QUORUM_ERR_INVALID_ARG);
-  EXPECT_NE(std::string(last_error()).find("reads versions 2 to 4"), std::string::npos)
+  EXPECT_NE(std::string(last_error()).find("reads versions 2 to 5"), std::string::npos)
+      << last_error();
+}
+
+// A batch policy's run (version 5): epochs of other batches before this one,
+// and the policy's state, read back as written; a position the epoch start
+// does not explain is refused.
+TEST(Checkpoint, KeepsTheBatchPolicysState) {
+  TempDir d;
+  const std::string path = d.file("ckpt");
+  TrainingState s = sample_state();
+  s.epoch_start_step = s.epoch * s.steps_per_epoch + 5;  // an earlier epoch had more steps
+  s.global_step = s.epoch_start_step + s.step_in_epoch;
+  s.policy_state = std::string("policy\nstate ") + std::string(600, 'x');
+  ASSERT_EQ(save_checkpoint(path, s), kOk) << last_error();
+  TrainingState back;
+  ASSERT_EQ(load_checkpoint(path, &back), kOk) << last_error();
+  EXPECT_EQ(back.policy_state, s.policy_state);
+  EXPECT_EQ(back.epoch_start_step, s.epoch_start_step);
+  EXPECT_EQ(back.global_step, s.global_step);
+  s.global_step += 1;
+  ASSERT_EQ(save_checkpoint(path, s), kOk);
+  EXPECT_EQ(load_checkpoint(path, &back), QUORUM_ERR_INVALID_ARG);
+  EXPECT_NE(std::string(last_error()).find("impossible training state"), std::string::npos)
       << last_error();
 }
 

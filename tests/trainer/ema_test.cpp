@@ -210,9 +210,10 @@ TEST(CheckpointAverage, RoundTripsAndRejectsABadCount) {
   EXPECT_EQ(save_checkpoint(path, odd), QUORUM_ERR_INTERNAL);
   ASSERT_EQ(save_checkpoint(path, sample_state(true)), kOk);
   std::string bytes = file_bytes(path);
-  // Before the CRC: the average's count and floats, then the training time.
-  const size_t count_at =
-      bytes.size() - 4 - sizeof(double) - 100 * sizeof(float) - sizeof(uint64_t);
+  // Before the CRC: the average's count and floats, then the training time,
+  // the epoch start and the (empty) policy state.
+  const size_t after = sizeof(double) + sizeof(int64_t) + sizeof(uint32_t);
+  const size_t count_at = bytes.size() - 4 - after - 100 * sizeof(float) - sizeof(uint64_t);
   for (uint64_t bad : {uint64_t{99}, uint64_t{101}, ~uint64_t{0}}) {
     std::string b = bytes;
     std::memcpy(b.data() + count_at, &bad, sizeof bad);
@@ -229,10 +230,11 @@ TEST(CheckpointAverage, ReadsVersion2) {
   const std::string path = d.file("ckpt");
   ASSERT_EQ(save_checkpoint(path, sample_state(false)), kOk);
   std::string bytes = file_bytes(path);
-  // Version 2 ends with the momentum: drop the average's count (0) and the
-  // training time (version 4) before the CRC.
-  bytes.erase(bytes.size() - 4 - sizeof(double) - sizeof(uint64_t),
-              sizeof(uint64_t) + sizeof(double));
+  // Version 2 ends with the momentum: drop the average's count (0), the
+  // training time (version 4), the epoch start and the empty policy state
+  // (version 5) before the CRC.
+  const size_t later = sizeof(uint64_t) + sizeof(double) + sizeof(int64_t) + sizeof(uint32_t);
+  bytes.erase(bytes.size() - 4 - later, later);
   bytes[8] = 2;
   put_with_crc(path, bytes);
   TrainingState back;

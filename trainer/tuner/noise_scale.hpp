@@ -41,6 +41,19 @@ class NoiseScaleTracker {
   double mean_noise_scale() const;
   double uncertainty() const;
 
+  // Everything it has accumulated, to carry in a checkpoint.
+  struct State {
+    int64_t n = 0;
+    double ema_g = 0, ema_t = 0, weight = 0, mean_g = 0, mean_t = 0, m2_g = 0, m2_t = 0, c_gt = 0;
+  };
+  State state() const {
+    return {n_, ema_g_, ema_t_, weight_, mean_g_, mean_t_, m2_g_, m2_t_, c_gt_};
+  }
+  void restore(const State &s) {
+    n_ = s.n, ema_g_ = s.ema_g, ema_t_ = s.ema_t, weight_ = s.weight;
+    mean_g_ = s.mean_g, mean_t_ = s.mean_t, m2_g_ = s.m2_g, m2_t_ = s.m2_t, c_gt_ = s.c_gt;
+  }
+
  private:
   double decay_;
   int64_t n_ = 0;

@@ -110,7 +110,9 @@ bool algorithm_checks_signature(const CollArgs &args, const char *name) {
 
 bool allreduce_uses_shm() {
   const std::string forced = knob_allreduce_algo.get();
-  return forced == "shm" || (forced == "auto" && knob_allreduce_shm_auto.get());
+  // A channel means one host, where hierarchical falls back to the default rule.
+  return forced == "shm" ||
+         ((forced == "auto" || forced == "hierarchical") && knob_allreduce_shm_auto.get());
 }
 
 bool barrier_algorithm_forced() {

@@ -75,8 +75,6 @@ struct GroupRing {
   int size() const { return static_cast<int>(group.size()); }
   int next() const { return group[ring::next(me, size())]; }
   int prev() const { return group[ring::prev(me, size())]; }
-  // Tag steps one ring phase (reduce-scatter or allgather) uses.
-  int steps_used() const { return ring::steps(size()) * static_cast<int>(nchunks); }
   patterns::Block block(int i) const {
     auto blk = patterns::block(count, size(), i, patterns::align_elements(64, es));
     return {base + blk.offset, blk.count};
@@ -90,12 +88,15 @@ struct GroupRing {
   // Reduce-scatter from `in` (the step-0 sends) into `out`, my block ending
   // reduced; `before`: what out and in must hold first. Returns the chunks of
   // my block; sends[s * nchunks + c] read what allgather step s receives.
+  // Chunks are added (and so sent) from chunk `first` on, wrapping around.
   std::vector<Ready> reduce_scatter(const uint8_t *in, uint8_t *out, uint8_t *tmp, int step0,
-                                    const std::vector<Ready> &before, std::vector<TaskId> *sends) {
+                                    const std::vector<Ready> &before, std::vector<TaskId> *sends,
+                                    size_t first = 0) {
     const int r = me, p = size(), steps = ring::steps(p);
     sends->assign(static_cast<size_t>(steps) * nchunks, -1);
     std::vector<Ready> mine;
-    for (size_t c = 0; c < nchunks; ++c) {
+    for (size_t k = 0; k < nchunks; ++k) {
+      const size_t c = (k + first) % nchunks;
       TaskId reduced = -1;
       for (int s = 0; s < steps; ++s) {
         const int step = step0 + s * static_cast<int>(nchunks) + static_cast<int>(c);
@@ -155,22 +156,27 @@ Status build_allreduce_hierarchical(Builder &b, const CollArgs &a, TaskId *last)
   const size_t es = dtype_size(a.dtype);
   const uint8_t *in = static_cast<const uint8_t *>(a.send);
   uint8_t *out = static_cast<uint8_t *>(a.recv);
-  // Tag steps: phases 1 and 3 get a quarter of the 4096 each, phase 2 half.
+  // Tag steps: a quarter of the 4096 for each ring phase (phase 2 has two).
   constexpr size_t kSteps = size_t{1} << kTagStepBits;
   GroupRing host(b, a, layout->local, layout->local_rank, 0, a.count, kSteps / 4);
   auto slice = host.block(layout->local_rank);
   GroupRing column(b, a, hier::column(layout->hosts, layout->local_rank), layout->host_index,
                    slice.offset, slice.count, kSteps / 4);
-  const int p1 = 0, p2rs = p1 + host.steps_used(), p2ag = p2rs + column.steps_used(),
-            p3 = p2ag + column.steps_used();
+  // Fixed bases: the slices (so phase 2's chunk counts) differ between the
+  // ranks of a host, whose phase 3 must still use the same steps.
+  const int quarter = static_cast<int>(kSteps / 4);
+  const int p1 = 0, p2rs = quarter, p2ag = 2 * quarter, p3 = 3 * quarter;
 
   uint8_t *tmp1 = b.scratch(std::max<size_t>(1, host.max_block * es * (host.size() - 1)));
   uint8_t *tmp2 = b.scratch(std::max<size_t>(1, column.max_block * es * (column.size() - 1)));
   if (!tmp1 || !tmp2) return fail(QUORUM_ERR_NO_MEMORY, "allreduce", "hierarchical scratch");
 
   std::vector<TaskId> host_sends, column_sends, done;
-  // 1. My block reduced over my host, in out.
-  auto reduced_here = host.reduce_scatter(in, out, tmp1, p1, {}, &host_sends);
+  // 1. My block reduced over my host, in out. First the part that phase 2
+  // sends first (its first reduce-scatter block), so the network starts early.
+  auto first_out = column.block(ring::reduce_scatter_send_block(column.me, column.size(), 0));
+  auto reduced_here = host.reduce_scatter(in, out, tmp1, p1, {}, &host_sends,
+                                          (first_out.offset - slice.offset) / host.chunk);
   // 2. ... and over the column: reduce-scatter and allgather within out.
   auto mine = column.reduce_scatter(out, out, tmp2, p2rs, reduced_here, &column_sends);
   if (a.op == QUORUM_AVG) {

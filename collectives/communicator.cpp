@@ -267,7 +267,7 @@ Status Communicator::start(const CollArgs &args_in, RequestPtr *req, bool blocki
   const bool after_mismatch = shm_after_mismatch(args);
   bool shm_ready = shm_ && args.kind == CollKind::Allreduce && !after_mismatch &&
                    !any_device_buffer(args.send, args.recv);
-  QUORUM_CHECK(select_algorithm(args, size_, &algo, shm_ready));
+  QUORUM_CHECK(select_algorithm(args, size_, &algo, shm_ready, &layout_));
   // A checked barrier is the signature exchange alone (see below), unless the
   // user asked for a barrier algorithm.
   const bool exchange_barrier =
@@ -285,6 +285,7 @@ Status Communicator::start(const CollArgs &args_in, RequestPtr *req, bool blocki
   auto sched = std::make_unique<Schedule>(coll_kind_name(args.kind));
   Builder b(*sched, transport_.get(), rank_, size_, args.kind, seq, scratch_);
   if (shm_ready) b.set_shm(shm_.get());
+  b.set_layout(&layout_);
   StagingPlan staging;
   QUORUM_CHECK(stage_device_buffers(b, &args, transport_.get(), &staging));
   // Over messages where the others may go through shared memory: say so on

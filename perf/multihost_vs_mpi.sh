@@ -6,6 +6,9 @@
 #
 #   perf/multihost_vs_mpi.sh BUILD_DIR [OUT_JSON]
 #   env: RATE=2gbit BYTES=16M ITERS=10 ROUNDS=3 LAYOUTS="1 2" (ranks per host)
+#        ALGOS="auto" (quorum's allreduce algorithms, each a row "quorum" for
+#        auto, else "quorum:NAME" with QUORUM_ALLREDUCE_ALGO=NAME; e.g.
+#        ALGOS="ring hierarchical" measures both in the same rounds)
 #
 # Needs root (namespaces), mpirun and iperf3. For each layout (2 x 1 and
 # 2 x 2 ranks), ROUNDS times: quorum-bench allreduce and perf/mpi_allreduce_bench
@@ -32,6 +35,7 @@ bytes_text=${BYTES:-16M}
 iters=${ITERS:-10}
 rounds=${ROUNDS:-3}
 layouts=${LAYOUTS:-1 2}
+algos=${ALGOS:-auto}
 bench=$build/tools/quorum-bench
 mpi_bench=$build/perf/mpi_allreduce_bench
 for exe in "$bench" "$mpi_bench"; do
@@ -60,11 +64,14 @@ measure_link() {
 
 rows=$work/rows.jsonl
 : >"$rows"
-run() {  # run IMPL PER_HOST ROUND
+run() {  # run IMPL PER_HOST ROUND (IMPL: mpi, quorum or quorum:ALGO)
   local impl=$1 per_host=$2 round=$3 tx0 line
   read -r _ tx0 < <(link_bytes_each 1)
-  if [ "$impl" = quorum ]; then
+  if [[ $impl == quorum* ]]; then
+    local algo=auto
+    [[ $impl == quorum:* ]] && algo=${impl#quorum:}
     line=$(mpirun_on "${P}1:$per_host,${P}2:$per_host" $((2 * per_host)) \
+      -x QUORUM_ALLREDUCE_ALGO="$algo" \
       "$bench" -b "$bytes" -e "$bytes" -n "$iters" -w 2 -c 1 --json | grep '^{')
   else
     line=$(mpirun_on "${P}1:$per_host,${P}2:$per_host" $((2 * per_host)) \
@@ -95,7 +102,10 @@ for per_host in $layouts; do
   for round in $(seq 1 "$rounds"); do
     link_gbs=$(measure_link)
     echo "== 2x$per_host round $round: iperf3 ${P}1 -> ${P}2 $link_gbs GB/s (tbf $rate)"
-    run quorum "$per_host" "$round"
+    for algo in $algos; do
+      if [ "$algo" = auto ]; then run quorum "$per_host" "$round"; else
+        run "quorum:$algo" "$per_host" "$round"; fi
+    done
     run mpi "$per_host" "$round"
   done
 done
@@ -103,19 +113,26 @@ python3 - "$rows" "$out" <<'PY'
 import json, statistics, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
 json.dump(rows, open(sys.argv[2], "w"), indent=1)
-print(f"\n{'layout':>7} {'impl':>6} {'busbw med':>9} {'worst':>7} {'/link':>6} "
-      f"{'q/mpi':>6} {'sent/call/size':>14} {'link':>6}")
+impls = list(dict.fromkeys(r["impl"] for r in rows))
+print(f"\n{'layout':>7} {'impl':>20} {'busbw med':>9} {'worst':>7} {'/link':>6} "
+      f"{'/mpi':>6} {'sent/call/size':>14} {'link':>6}")
 for per_host in sorted({r["ranks_per_host"] for r in rows}):
     med = {}
-    for impl in ("quorum", "mpi"):
+    for impl in impls:
         sel = [r for r in rows if r["ranks_per_host"] == per_host and r["impl"] == impl]
         bw = [r["busbw_gbs"] for r in sel]
         med[impl] = statistics.median(bw)
-        ratio = f"{med['quorum'] / med['mpi']:.2f}" if impl == "mpi" else ""
+    for impl in impls:
+        sel = [r for r in rows if r["ranks_per_host"] == per_host and r["impl"] == impl]
+        bw = [r["busbw_gbs"] for r in sel]
+        ratio = f"{med[impl] / med['mpi']:.2f}" if impl != "mpi" else ""
         sent = statistics.median(r["sent_per_call_over_size"] for r in sel)
         link = statistics.median(r["link_gbs"] for r in sel)
-        print(f"{'2x' + str(per_host):>7} {impl:>6} {med[impl]:9.3f} {min(bw):7.3f} "
+        print(f"{'2x' + str(per_host):>7} {impl:>20} {med[impl]:9.3f} {min(bw):7.3f} "
               f"{med[impl] / link:6.2f} {ratio:>6} {sent:14.2f} {link:6.3f}")
+    if "quorum:ring" in med and "quorum:hierarchical" in med:
+        print(f"{'2x' + str(per_host):>7} hierarchical / ring busbw: "
+              f"{med['quorum:hierarchical'] / med['quorum:ring']:.2f}")
 print(f"(busbw in GB/s, out of place; link: iperf3's median over the rounds, GB/s per"
       f" direction; rows in {sys.argv[2]})")
 PY

@@ -127,6 +127,7 @@ HostLayout host_layout(const std::vector<HostIdentity> &ids, int rank) {
       layout.host_index = static_cast<int>(layout.leaders.size());
     }
     layout.leaders.push_back(r);
+    layout.hosts.push_back(local_ranks(ids, r));
   }
   return layout;
 }

@@ -48,10 +48,11 @@ std::vector<int> local_ranks(const std::vector<HostIdentity> &ids, int rank);
 
 // The full picture hierarchical algorithms need.
 struct HostLayout {
-  std::vector<int> local;    // ranks on my host, ascending
-  int local_rank = 0;        // my index in `local`
-  int host_index = 0;        // hosts numbered by their lowest rank
-  std::vector<int> leaders;  // lowest rank of every host, ascending (one per host)
+  std::vector<int> local;               // ranks on my host, ascending
+  int local_rank = 0;                   // my index in `local`
+  int host_index = 0;                   // hosts numbered by their lowest rank
+  std::vector<int> leaders;             // lowest rank of every host, ascending (one per host)
+  std::vector<std::vector<int>> hosts;  // the ranks of every host, ascending, in leaders' order
 };
 HostLayout host_layout(const std::vector<HostIdentity> &ids, int rank);
 

@@ -15,6 +15,7 @@
 #include "collectives/scratch_pool.hpp"
 #include "quorum/quorum.h"
 #include "runtime/progress/schedule.hpp"
+#include "runtime/topology.hpp"
 #include "transports/transport.hpp"
 
 namespace quorum {
@@ -121,6 +122,9 @@ class Builder {
   // The communicator's shared-memory channel (all ranks on this host), or null.
   void set_shm(ShmChannel *shm) { shm_ = shm; }
   ShmChannel *shm() const { return shm_; }
+  // Which ranks share a host (hierarchical algorithms), or null when unknown.
+  void set_layout(const HostLayout *layout) { layout_ = layout; }
+  const HostLayout *layout() const { return layout_; }
   ScratchPool &scratch_pool() { return scratch_; }
 
  private:
@@ -135,6 +139,7 @@ class Builder {
   TaskIds entry_;
   std::vector<ScratchPool::Lease> leases_;
   ShmChannel *shm_ = nullptr;
+  const HostLayout *layout_ = nullptr;
 };
 
 // Builds the tasks of one collective; returns the id of its last task.
@@ -160,8 +165,10 @@ const std::vector<AlgorithmInfo> &algorithm_table();
 // The algorithm for this call: the knob QUORUM_<KIND>_ALGO if set, else the
 // default rule on message size and number of ranks. shm_ready: the caller's
 // Builder has a shared-memory channel (else "shm" is never chosen, and a knob
-// that forces it falls back to the default rule).
+// that forces it falls back to the default rule). layout: the communicator's
+// hosts (the caller's Builder must carry the same one); "hierarchical" is
+// chosen only when it is given and uniform (patterns/hierarchy.hpp).
 Status select_algorithm(const CollArgs &args, int size, const AlgorithmInfo **out,
-                        bool shm_ready = false);
+                        bool shm_ready = false, const HostLayout *layout = nullptr);
 
 }  // namespace quorum

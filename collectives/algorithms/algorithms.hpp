@@ -8,6 +8,7 @@ namespace quorum {
 Status build_allreduce_recursive_doubling(Builder &b, const CollArgs &a, TaskId *last);
 Status build_allreduce_ring(Builder &b, const CollArgs &a, TaskId *last);
 Status build_allreduce_shm(Builder &b, const CollArgs &a, TaskId *last);
+Status build_allreduce_hierarchical(Builder &b, const CollArgs &a, TaskId *last);
 Status build_allreduce_rabenseifner(Builder &b, const CollArgs &a, TaskId *last);
 Status build_bcast_binomial(Builder &b, const CollArgs &a, TaskId *last);
 Status build_bcast_scatter_allgather(Builder &b, const CollArgs &a, TaskId *last);

@@ -4,12 +4,16 @@
 // (latency: log2 P steps) and the pipelined ring above (bandwidth: 2(P-1)/P n
 // bytes per rank). When every rank is a process of this host (the communicator
 // has a shared-memory channel), allreduce uses "shm" at every size unless
-// QUORUM_ALLREDUCE_SHM_AUTO=0.
+// QUORUM_ALLREDUCE_SHM_AUTO=0. On several hosts with the same number (> 1) of
+// ranks each, allreduce from QUORUM_ALLREDUCE_LARGE_BYTES is hierarchical
+// instead of the ring; other layouts keep the flat rule (the choice's info
+// line says why).
 // Each collective's choice can be forced with its knob.
 #include <atomic>
 #include <cstring>
 
 #include "collectives/algorithms/algorithms.hpp"
+#include "collectives/patterns/hierarchy.hpp"
 #include "collectives/reduce/reduce_kernels.hpp"
 #include "runtime/knobs.hpp"
 #include "runtime/log.hpp"
@@ -18,9 +22,11 @@ namespace quorum {
 
 Knob<std::string> knob_allreduce_algo(
     "QUORUM_ALLREDUCE_ALGO", "auto",
-    "Allreduce algorithm: auto, recursive_doubling, rabenseifner, ring or shm (shared memory; "
-    "only when every rank is a process of this host, else the default rule applies)",
-    {"auto", "recursive_doubling", "rabenseifner", "ring", "shm"});
+    "Allreduce algorithm: auto, recursive_doubling, rabenseifner, ring, shm (shared memory; "
+    "only when every rank is a process of this host, else the default rule applies) or "
+    "hierarchical (within hosts, then across them; only on several hosts with the same number "
+    "of ranks each, more than one, else the default rule applies)",
+    {"auto", "recursive_doubling", "rabenseifner", "ring", "shm", "hierarchical"});
 Knob<bool> knob_allreduce_shm_auto(
     "QUORUM_ALLREDUCE_SHM_AUTO", true,
     "Allreduce (and partial allreduce rounds) under auto: use shm whenever every rank is a "
@@ -30,7 +36,9 @@ Knob<int64_t> knob_allreduce_small_bytes("QUORUM_ALLREDUCE_SMALL_BYTES", 32768,
                                          "recursive doubling");
 Knob<int64_t> knob_allreduce_large_bytes("QUORUM_ALLREDUCE_LARGE_BYTES", 262144,
                                          "Allreduce under auto: messages from this size use the "
-                                         "pipelined ring; between the two thresholds Rabenseifner");
+                                         "pipelined ring (hierarchical on several hosts with equal "
+                                         "numbers of ranks); between the two thresholds "
+                                         "Rabenseifner");
 Knob<std::string> knob_bcast_algo("QUORUM_BCAST_ALGO", "auto",
                                   "Broadcast algorithm: auto, binomial or scatter_allgather",
                                   {"auto", "binomial", "scatter_allgather"});
@@ -57,6 +65,10 @@ const std::vector<AlgorithmInfo> &algorithm_table() {
       {CollKind::Allreduce, "rabenseifner",
        "2 log2(P') steps (recursive halving + doubling), about 2(P'-1)/P' n bytes per rank",
        build_allreduce_rabenseifner},
+      {CollKind::Allreduce, "hierarchical",
+       "ring reduce-scatter in each host, ring allreduce of each slice across hosts, ring "
+       "allgather in each host: 2(H-1)/H n bytes per host across hosts (H hosts)",
+       build_allreduce_hierarchical},
       {CollKind::Allreduce, "shm",
        "through a shared-memory segment: copy in, reduce 1/P each, copy out, per chunk; no "
        "messages",
@@ -98,7 +110,9 @@ bool algorithm_checks_signature(const CollArgs &args, const char *name) {
 
 bool allreduce_uses_shm() {
   const std::string forced = knob_allreduce_algo.get();
-  return forced == "shm" || (forced == "auto" && knob_allreduce_shm_auto.get());
+  // A channel means one host, where hierarchical falls back to the default rule.
+  return forced == "shm" ||
+         ((forced == "auto" || forced == "hierarchical") && knob_allreduce_shm_auto.get());
 }
 
 bool barrier_algorithm_forced() {
@@ -107,7 +121,14 @@ bool barrier_algorithm_forced() {
 
 namespace {
 
-const char *default_choice(const CollArgs &args, int size, bool shm_ready) {
+namespace hier = patterns::hierarchy;
+
+hier::Fit hierarchy_fit(const HostLayout *layout, int size) {
+  return layout ? hier::fit(layout->hosts, size) : hier::Fit::kOneHost;
+}
+
+const char *default_choice(const CollArgs &args, int size, bool shm_ready,
+                           const HostLayout *layout) {
   switch (args.kind) {
     case CollKind::Allreduce: {
       if (shm_ready && allreduce_uses_shm()) return "shm";
@@ -116,8 +137,8 @@ const char *default_choice(const CollArgs &args, int size, bool shm_ready) {
           args.count < static_cast<size_t>(size)) {
         return "recursive_doubling";
       }
-      return bytes < static_cast<size_t>(knob_allreduce_large_bytes.get()) ? "rabenseifner"
-                                                                           : "ring";
+      if (bytes < static_cast<size_t>(knob_allreduce_large_bytes.get())) return "rabenseifner";
+      return hierarchy_fit(layout, size) == hier::Fit::kFits ? "hierarchical" : "ring";
     }
     case CollKind::Bcast:
       return size > 2 && args.count >= static_cast<size_t>(knob_bcast_large_bytes.get())
@@ -153,12 +174,26 @@ Knob<std::string> *knob_for(CollKind kind) {
 
 }  // namespace
 
-Status select_algorithm(const CollArgs &args, int size, const AlgorithmInfo **out, bool shm_ready) {
+Status select_algorithm(const CollArgs &args, int size, const AlgorithmInfo **out, bool shm_ready,
+                        const HostLayout *layout) {
   Knob<std::string> *knob = knob_for(args.kind);
   std::string forced = knob ? knob->get() : "auto";
   // shm without a segment (threads, ranks on several hosts): the default rule.
   if (forced == "shm" && !shm_ready) forced = "auto";
-  const char *name = forced == "auto" ? default_choice(args, size, shm_ready) : forced.c_str();
+  // Hierarchical where the hosts are not uniform: the default rule, said once.
+  const hier::Fit fit = hierarchy_fit(layout, size);
+  bool hier_refused = false;
+  if (forced == "hierarchical" && fit != hier::Fit::kFits) {
+    forced = "auto";
+    hier_refused = true;
+    static std::atomic<bool> warned{false};
+    if (!warned.exchange(true)) {
+      QLOG_WARN("select", "QUORUM_ALLREDUCE_ALGO=hierarchical does not apply ({}): default rule",
+                hier::fit_reason(fit));
+    }
+  }
+  const char *name =
+      forced == "auto" ? default_choice(args, size, shm_ready, layout) : forced.c_str();
   const AlgorithmInfo *algo = find(args.kind, name);
   if (!algo) {
     return fail(QUORUM_ERR_INTERNAL, "select", "no algorithm '{}' for {}", name,
@@ -168,11 +203,16 @@ Status select_algorithm(const CollArgs &args, int size, const AlgorithmInfo **ou
   static std::atomic<const AlgorithmInfo *> last[16];
   auto k = static_cast<size_t>(args.kind) & 15;
   if (last[k].exchange(algo) != algo) {
-    QLOG_INFO("select", "{} of {} B on {} ranks: {} ({})", coll_kind_name(args.kind),
+    // Where a hierarchical allreduce was wanted, say why the flat one runs.
+    const bool flat_instead = args.kind == CollKind::Allreduce &&
+                              std::strcmp(algo->name, "ring") == 0 && fit != hier::Fit::kFits;
+    QLOG_INFO("select", "{} of {} B on {} ranks: {} ({}{}{})", coll_kind_name(args.kind),
               args.kind == CollKind::Allreduce || args.kind == CollKind::ReduceScatter
                   ? args.count * dtype_size(args.dtype)
                   : args.count,
-              size, algo->name, forced == "auto" ? "default rule" : "forced by knob");
+              size, algo->name, forced == "auto" ? "default rule" : "forced by knob",
+              hier_refused || flat_instead ? "; not hierarchical: " : "",
+              hier_refused || flat_instead ? hier::fit_reason(fit) : "");
   }
   *out = algo;
   return kOk;

@@ -217,7 +217,8 @@ Status PartialAllreduce::join(uint64_t round, bool self_activated, bool synchron
     // The same rule as a plain allreduce, so that rounds where every rank is
     // fresh give the plain allreduce's bits.
     if (shm_) bd.set_shm(shm_.get());
-    s = select_algorithm(data, size_, &algo, shm_ != nullptr);
+    bd.set_layout(&comm_.layout());
+    s = select_algorithm(data, size_, &algo, shm_ != nullptr, &comm_.layout());
     // An empty accumulator: the shm allreduce puts the identity in its slots
     // itself (or skips this rank when zero-copy); the others need it written.
     if (s == kOk && empty) {

@@ -45,9 +45,10 @@ TEST_P(Collectives, BarrierAndMixedSequence) {
   test::run_ranks(GetParam(), test::BarrierAndMixedSequence);
 }
 
-// Every algorithm forced in turn, at sizes the default rule would not pick.
+// Every algorithm forced in turn, at sizes the default rule would not pick
+// ("hierarchical": ranks as threads share one host, so the default rule).
 TEST_P(Collectives, AllreduceEveryAlgorithm) {
-  for (const char *algo : {"recursive_doubling", "rabenseifner", "ring"}) {
+  for (const char *algo : {"recursive_doubling", "rabenseifner", "ring", "hierarchical"}) {
     SCOPED_TRACE(algo);
     test::KnobOverride force("QUORUM_ALLREDUCE_ALGO", algo);
     test::run_ranks(GetParam(), test::AllreduceEveryDtypeAndOp);

@@ -5,8 +5,12 @@
 # op, then partial-collective conservation; 3+1 ranks: the collectives again;
 # then a 4 MiB allreduce whose bytes on each host's link must reach the least
 # any allreduce algorithm sends between two hosts (the message once each way
-# per call), which shared memory would leave at zero. Skips (77) without root,
-# namespaces or mpirun.
+# per call), which shared memory would leave at zero. The hierarchical
+# allreduce: forced and chosen by the default rule on 2+2 (every dtype, op and
+# count of the allreduce cases), refused on 3+1; then 16 MiB on 2+2 through
+# the flat ring and the hierarchical one, whose bytes per call on a host's
+# link must be about the message each way (the ring: 1.5x). Skips (77)
+# without root, namespaces or mpirun.
 set -euo pipefail
 collectives=$1 partial=$2 bench=$3
 source "$(dirname "$0")/common.sh"
@@ -57,4 +61,62 @@ if [ "$rx" -lt "$min" ] || [ "$tx" -lt "$min" ]; then
   echo "FAIL: the allreduce moved less than the message each way across the link"
   exit 1
 fi
+# expect_choice LOG PATTERN WHAT: the ranks' select lines name the algorithm.
+expect_choice() {
+  if ! grep -q "select: allreduce of .*$2" "$1"; then
+    echo "FAIL: $3: no select line matching '$2'"
+    grep "select: allreduce" "$1" | sort | uniq | head -n 5
+    exit 1
+  fi
+  echo "== $3: $(grep -m1 -o "select: allreduce of .*$2.*" "$1")"
+}
+
+hfilter=ProcessCollectives.Allreduce:ProcessCollectives.InPlaceOnSomeRanksOnly
+hfilter+=:ProcessCollectives.RandomMixOfAllreduces:ProcessCollectives.SmallAndLargeInterleaved
+# 4 KiB chunks: the slices of a host's ranks get different chunk counts and
+# large messages reach the cap on tag steps.
+echo "== hierarchical allreduce forced on ${P}1:2,${P}2:2"
+mpirun_on "${P}1:2,${P}2:2" 4 -x QUORUM_ALLREDUCE_ALGO=hierarchical -x QUORUM_LOG_LEVEL=info \
+  -x QUORUM_RING_CHUNK_BYTES=4096 \
+  "$collectives" --gtest_color=no --gtest_filter="$hfilter" 2>&1 | tee "$work/forced.log" |
+  grep -v "quorum INFO"
+expect_choice "$work/forced.log" "hierarchical (forced by knob)" "forced on 2+2"
+# Under auto from 4 KiB: the cases' 1000- and 40000-element messages (every
+# dtype and op, counts not divisible by the ranks) take it.
+echo "== hierarchical allreduce by the default rule on ${P}1:2,${P}2:2"
+mpirun_on "${P}1:2,${P}2:2" 4 -x QUORUM_ALLREDUCE_LARGE_BYTES=4096 -x QUORUM_LOG_LEVEL=info \
+  "$collectives" --gtest_color=no --gtest_filter=ProcessCollectives.Allreduce 2>&1 |
+  tee "$work/auto.log" | grep -v "quorum INFO"
+expect_choice "$work/auto.log" "hierarchical (default rule)" "auto on 2+2"
+echo "== hierarchical allreduce forced on ${P}1:3,${P}2:1 (falls back)"
+mpirun_on "${P}1:3,${P}2:1" 4 -x QUORUM_ALLREDUCE_ALGO=hierarchical -x QUORUM_LOG_LEVEL=info \
+  "$collectives" --gtest_color=no --gtest_filter=ProcessCollectives.Allreduce 2>&1 |
+  tee "$work/uneven.log" | grep -v "quorum INFO"
+grep -q "hierarchical does not apply (hosts with unequal numbers of ranks)" "$work/uneven.log" ||
+  { echo "FAIL: no fallback warning on 3+1"; exit 1; }
+expect_choice "$work/uneven.log" "ring (default rule; not hierarchical: hosts with unequal" \
+  "forced on 3+1"
+
+# 16 MiB float32 sum, 1 warm-up + 2 timed + 1 checked call, out of place and
+# in place: 8 calls. Bytes host 1 sent and received per call, over the message.
+bytes=$((16 << 20)) calls=8
+for algo in ring hierarchical; do
+  read -r rx1 tx1 < <(link_bytes_each 1)
+  out=$(mpirun_on "${P}1:2,${P}2:2" 4 -x QUORUM_ALLREDUCE_ALGO=$algo \
+    "$bench" -b "$bytes" -e "$bytes" -n 2 -w 1 -c 1 --json)
+  grep -q '"transport":"ucx"' <<<"$out" || { echo "FAIL: $algo: no ucx result line"; exit 1; }
+  if grep -q '"wrong":[1-9]' <<<"$out"; then echo "FAIL: $algo: wrong values"; exit 1; fi
+  read -r rx1b tx1b < <(link_bytes_each 1)
+  rx=$(awk -v d=$((rx1b - rx1)) -v m=$((calls * bytes)) 'BEGIN { printf "%.3f", d / m }')
+  tx=$(awk -v d=$((tx1b - tx1)) -v m=$((calls * bytes)) 'BEGIN { printf "%.3f", d / m }')
+  echo "== allreduce 16 MiB on 2x2, $algo: ${P}1 received ${rx}x, sent ${tx}x the message per call"
+  # At least the message each way; the hierarchical one about that (headers
+  # and TCP/IP framing add a few percent), the ring 1.5x.
+  if ! awk -v r="$rx" -v t="$tx" -v a="$algo" 'BEGIN {
+      lo = a == "ring" ? 1.45 : 1.0; hi = a == "ring" ? 1.7 : 1.15
+      exit !(r >= lo && r <= hi && t >= lo && t <= hi) }'; then
+    echo "FAIL: $algo moved ${rx}x / ${tx}x the message across the link per call"
+    exit 1
+  fi
+done
 echo "PASS"

@@ -1,8 +1,9 @@
 // quorum-info: what quorum sees on this machine and in this job: version and
 // build configuration, the bootstrap in use (rank/size), the transports
-// available and the one chosen, UCX's version and memory types, the topology,
-// and every knob with its value, default, source and help. `--json` prints the same as one JSON
-// object.
+// available and the one chosen (with UCX's error mode per peer), the job's
+// layout (the ranks of each host, their leaders), UCX's version and memory
+// types, the topology, and every knob with its value, default, source and
+// help. `--json` prints the same as one JSON object.
 //
 // Run alone it describes a single process; under quorum-run or mpirun it
 // connects like any quorum program (rank 0 prints unless --all-ranks).
@@ -150,6 +151,11 @@ json job_facts(bool connect, int *rank_out, bool *ok) {
   }
   j["transport"] = {{"name", comm->transport_name()},
                     {"description", comm->transport_description()}};
+  const quorum::HostLayout &layout = comm->layout();
+  j["layout"] = {{"hosts", layout.hosts},
+                 {"leaders", layout.leaders},
+                 {"host_index", layout.host_index},
+                 {"local_rank", layout.local_rank}};
   if (comm->finalize() != quorum::kOk) {
     j["transport"]["finalize_error"] = quorum::last_error();
     *ok = false;
@@ -159,6 +165,18 @@ json job_facts(bool connect, int *rank_out, bool *ok) {
 
 std::string text_or(const json &j, const char *key, const std::string &fallback) {
   return j.contains(key) && j[key].is_string() ? j[key].get<std::string>() : fallback;
+}
+
+// "2 hosts: [0,1] [2,3]; leaders 0,2; this rank: host 0, local rank 0".
+void print_layout(const json &layout) {
+  std::string hosts;
+  for (const auto &h : layout["hosts"]) {
+    hosts += fmt::format(" [{}]", fmt::join(h.get<std::vector<int>>(), ","));
+  }
+  fmt::print("layout         : {} host(s):{}; leaders {}; this rank: host {}, local rank {}\n",
+             layout["hosts"].size(), hosts,
+             fmt::join(layout["leaders"].get<std::vector<int>>(), ","),
+             layout["host_index"].get<int>(), layout["local_rank"].get<int>());
 }
 
 void print_text(const json &info) {
@@ -196,6 +214,7 @@ void print_text(const json &info) {
                  t["description"].get<std::string>());
     }
   }
+  if (info.contains("layout")) print_layout(info["layout"]);
 
   const json &u = info["ucx"];
   std::string mem;

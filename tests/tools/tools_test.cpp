@@ -350,6 +350,11 @@ TEST(QuorumInfo, TwoRanksUnderQuorumRun) {
   EXPECT_NE(info["bootstrap"]["name"].get<std::string>(), "single");
   ASSERT_TRUE(info["transport"].is_object()) << info.dump();
   EXPECT_FALSE(info["transport"].contains("error")) << info.dump();
+  // Both ranks on this host: one host of ranks 0 and 1, led by rank 0.
+  ASSERT_TRUE(info["layout"].is_object()) << info.dump();
+  EXPECT_EQ(info["layout"]["hosts"], nlohmann::json::parse("[[0,1]]")) << info.dump();
+  EXPECT_EQ(info["layout"]["leaders"], nlohmann::json::parse("[0]")) << info.dump();
+  EXPECT_EQ(info["layout"]["local_rank"].get<int>(), 0);
 }
 
 }  // namespace

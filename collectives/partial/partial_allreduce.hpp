@@ -2,6 +2,14 @@
 // collectives after eager-SGD), a persistent object over (count, dtype, op) on
 // a communicator.
 //
+// The class is a façade over its parts (collectives/partial/, not installed):
+// the activation tree (activation_tree.hpp, quorum_readiness.cpp: who
+// activates a round and the messages that say so), the accumulator
+// (partial_accumulator.hpp: this rank's fresh, carried or dropped posts and
+// the buffers), and the round driver (round_driver.hpp: the sequence of
+// rounds, the calls, the poller, timeouts and failures; one round's schedule
+// and header in partial_round.hpp), sharing partial_context.hpp.
+//
 // Each rank repeats post(contribution) -> wait(result, info). Rounds are
 // numbered with 64-bit ids; a rank's k-th wait returns round k's result, so all
 // ranks apply the same results in the same order.
@@ -103,8 +111,6 @@
 #pragma once
 
 #include <cstdint>
-#include <deque>
-#include <list>
 #include <memory>
 #include <string>
 #include <vector>

@@ -2,6 +2,14 @@
 // collectives after eager-SGD), a persistent object over (count, dtype, op) on
 // a communicator.
 //
+// The class is a façade over its parts (collectives/partial/, not installed):
+// the activation tree (activation_tree.hpp, quorum_readiness.cpp: who
+// activates a round and the messages that say so), the accumulator
+// (partial_accumulator.hpp: this rank's fresh, carried or dropped posts and
+// the buffers), and the round driver (round_driver.hpp: the sequence of
+// rounds, the calls, the poller, timeouts and failures; one round's schedule
+// and header in partial_round.hpp), sharing partial_context.hpp.
+//
 // Each rank repeats post(contribution) -> wait(result, info). Rounds are
 // numbered with 64-bit ids; a rank's k-th wait returns round k's result, so all
 // ranks apply the same results in the same order.
@@ -103,8 +111,6 @@
 #pragma once
 
 #include <cstdint>
-#include <deque>
-#include <list>
 #include <memory>
 #include <string>
 #include <vector>
@@ -113,6 +119,13 @@
 #include "runtime/memory.hpp"
 
 namespace quorum {
+
+namespace partial {
+struct PartialContext;
+class PartialAccumulator;
+class ActivationTree;
+class RoundDriver;
+}  // namespace partial
 
 struct PartialOptions {
   quorum_partial_mode_t mode = QUORUM_PARTIAL_SOLO;
@@ -191,178 +204,28 @@ class PartialAllreduce {
   uint64_t deferred_activations() const;
   // fresh_histogram()[f]: how many rounds this rank waited for had f fresh ranks.
   std::vector<uint64_t> fresh_histogram() const;
-  const PartialRoundInfo &last_info() const { return last_info_; }
-  uint64_t object_id() const { return object_id_; }
+  const PartialRoundInfo &last_info() const;
+  uint64_t object_id() const;
   size_t buffers_allocated() const;
   // Of those, the plain ones: made once this rank held more rounds than
   // there are symmetric buffers (a round using one here cannot go zero-copy).
   size_t plain_buffers() const;
   // Rounds whose data phase took the shm allreduce's zero-copy path here.
-  uint64_t zero_copy_rounds() const { return shm_ ? shm_->zero_copy_ops() : 0; }
-  uint64_t cross_memory_rounds() const { return shm_ ? shm_->cross_memory_ops() : 0; }
+  uint64_t zero_copy_rounds() const;
+  uint64_t cross_memory_rounds() const;
 
  private:
-  struct Round;
-  class WaitTask;
-  explicit PartialAllreduce(Communicator &comm);
-
-  // All below run with the engine mutex held.
-  bool poll();
-  bool poll_activations();
-  bool activate_when_due();
-  bool progress_rounds();
-  Status handle_activation(uint64_t round, int root);
-  Status handle_deferred_activations();  // mutex held, after post()'s copy
-  // Mutex held: a post for round k (== joined_) joins it where the rules say
-  // so (synchronous round; solo; majority's initiator) and activates it.
-  Status join_after_post(uint64_t k);
-  Status join(uint64_t round, bool self_activated, bool synchronous, bool flush);
-  Status send_activations(uint64_t round, int root);
-  // Activates round k from this rank now, or after activation_delay_us.
-  Status activate(uint64_t k);
-  // Quorum mode (quorum_readiness.cpp): this rank arrived at round k (a
-  // fresh post, or a wait without one): tell the round's counter rank.
-  Status arrive(uint64_t k);
-  Status handle_ready(uint64_t round, int from);
-  // The counter of round joined_ activates it once k ranks arrived (not
-  // while a post copies: post() calls it after the copy).
-  Status activate_if_quorum();
-  bool quorum_mode() const { return opts_.mode == QUORUM_PARTIAL_QUORUM && opts_.k > 1; }
-  Status post_activation_recv(int peer);
-  Round *find_round(uint64_t round);
-  bool round_complete(uint64_t round) const;
-  bool sync_round(uint64_t round) const;
-  void fail_object(Status s);
-  uint8_t *take_free_buffer();
-  void clear_to_identity(uint8_t *buf) const;
-  Status wait_for_round(uint64_t round, const char *what);
-  // The waited round's result: copied to result, or lent (*ref) until the next call.
-  Status consume(void *result, const void **ref, PartialRoundInfo *info);
-  Status wait_common(void *result, const void **ref, PartialRoundInfo *info);
-  void return_lent();  // mutex held
-  bool in_flight_locked(std::string *why) const;
-  void abort_rounds_locked(Status s);
-  // Aborts rounds, cancels transfers, waits until they stop, removes the poller.
-  Status release();
-  // The communicator is being finalized before this object was destroyed:
-  // release, then never touch the communicator or its engine again.
-  void orphan();
-  // The engine mutex (none once orphaned: the engine is gone).
-  std::unique_lock<std::mutex> lock_engine() const;
-  // The error of a call after destroy or after the communicator's finalize.
-  Status released_error(const char *call) const;
-  // Mutex held, at the start of post/wait/flush: the object's error or the
-  // released error if any, else takes back a lent result.
-  Status begin_call_locked(const char *call);
-  // begin_call_locked, and no post pending since the last wait.
-  Status begin_post_locked(const char *call);
-
-  Communicator &comm_;
-  int finalize_hook_ = -1;
-  bool orphaned_ = false;
-  ProgressEngine *engine_ = nullptr;
-  Transport *transport_ = nullptr;
-  int rank_ = 0;
-  int size_ = 1;
-  size_t count_ = 0;
-  size_t bytes_ = 0;
-  quorum_dtype_t dtype_ = QUORUM_FLOAT32;
-  quorum_op_t op_ = QUORUM_SUM;
-  PartialOptions opts_;
-  uint64_t object_id_ = 0;
-  bool holds_object_id_ = false;  // released with the object's tags (release())
-  int poller_id_ = -1;
-  size_t header_words_ = 0;
-  size_t bitmap_words_ = 0;
-
-  // Rounds' data through shared memory when every rank is a process of this
-  // host: a channel of this object's own (its chunk stream follows the round
-  // order, which every rank shares), declared before rounds_ to outlive them.
-  std::unique_ptr<ShmChannel> shm_;
-
-  // Buffers: the accumulator plus a free list.
-  // The first kSymmetricBuffers are symmetric (in shm_'s regions, made at
-  // creation) so that rounds whose buffers every rank has there reduce
-  // zero-copy; the rest are plain and allocated on demand. A free symmetric
-  // buffer is always taken before a free plain one.
-  static constexpr size_t kSymmetricBuffers = 4;
-  Status reserve_symmetric_buffers();  // collective (creation), all or none
-  uint8_t *new_buffer();               // nullptr when out of memory
-  bool is_symmetric(const uint8_t *b) const { return b >= symmetric_begin_ && b < symmetric_end_; }
-  std::vector<uint8_t *> symmetric_;  // symmetric, not yet handed out
-  const uint8_t *symmetric_begin_ = nullptr, *symmetric_end_ = nullptr;
-  std::vector<AlignedBuffer> buffers_;  // plain ones
-  size_t allocated_ = 0;                // handed out, symmetric or plain
-  uint8_t *accumulator_ = nullptr;
-  // Nothing was posted into the accumulator since it was taken: its bytes are
-  // stale (buffers are never cleared). The first post copies into it; a join
-  // with it empty contributes the identity (the shm allreduce fills its slot
-  // with it or, zero-copy, skips this rank; otherwise the buffer is filled).
-  bool accumulator_empty_ = true;
-  Status accumulate(const void *contribution);  // copying_ set (no join meanwhile)
-  // A late post times carry_weight, in staging_; *contribution then points there.
-  Status weigh_late_post(const void **contribution);
-  // post() is copying into the accumulator without the mutex: activations that
-  // would join a round wait in deferred_ (round, root) until the copy is in.
-  bool copying_ = false;
-  std::vector<std::pair<uint64_t, int>> deferred_;
-  uint64_t deferred_count_ = 0;
-  std::vector<uint8_t *> free_;
-  uint8_t *lent_ = nullptr;  // the result wait_ref handed out (one more buffer while lent)
-  const uint8_t *lent_post_ = nullptr;  // post_ref's buffer until its round is joined
-  AlignedBuffer staging_;  // host copy of a device-memory contribution, or a weighted late one
-
-  // Round bookkeeping (engine mutex).
-  uint64_t joined_ = 0;         // next round to join
-  uint64_t waited_ = 0;         // next round wait() returns
-  bool posted_ = false;         // posted for round waited_ and not yet waited
-  bool fresh_pending_ = false;  // accumulator holds a post for round joined_
-  uint64_t pending_post_ns_ = 0;
-  // A delayed activation (activation_delay_us): round and when it goes out (0: none).
-  uint64_t activation_due_round_ = 0;
-  uint64_t activation_due_ns_ = 0;
-  std::deque<std::unique_ptr<Round>> rounds_;  // joined, not yet consumed
-  uint64_t dropped_ = 0;
-  uint64_t carried_ = 0;
-  // Late posts in the accumulator since the last join, and the sum of the
-  // rounds they were posted for (their staleness is known when they ride).
-  int carried_pending_ = 0;
-  uint64_t carried_pending_rounds_ = 0;
-  std::vector<uint64_t> histogram_;
-  // Quorum mode, on the counter rank of a round: arrivals counted for it.
-  uint64_t ready_round_ = ~uint64_t{0};
-  unsigned ready_count_ = 0;
-
-  // Activation messages (and quorum mode's ready messages: root has
-  // partial::kReadyFlag set and names the sender).
-  struct ActivationMsg {
-    uint64_t round;
-    uint32_t root;
-    uint32_t object;
-  };
-  struct ActivationRecv {
-    ActivationMsg msg{};
-    TransportRequest req;
-    bool posted = false;
-  };
-  struct ActivationSend {
-    ActivationMsg msg{};
-    TransportRequest req;
-  };
-  std::vector<std::unique_ptr<ActivationRecv>> recvs_;  // per peer
-  std::list<ActivationSend> sends_;
-  std::vector<int64_t> sent_to_;    // activation messages sent to each peer
-  std::vector<int64_t> recv_from_;  // received from each peer
-  uint64_t activation_tag_ = 0;
-  int activation_radix_ = 2;  // k-nomial activation tree, the same on every rank
+  PartialAllreduce();
   // Collective (creation): the activation radix (rank 0's) and whether to
   // make symmetric round buffers (every rank has shm and the shm allreduce).
-  Status agree_on_options(bool *symmetric);
+  Status agree_on_options(int *radix, bool *symmetric);
 
-  Status error_ = kOk;
-  std::string error_detail_;
-  bool destroyed_ = false;
-  PartialRoundInfo last_info_;
+  // The parts (declared in this order: each outlives those after it).
+  std::unique_ptr<partial::PartialContext> ctx_;
+  std::unique_ptr<partial::PartialAccumulator> accumulator_;
+  std::unique_ptr<partial::RoundDriver> driver_;
+  std::unique_ptr<partial::ActivationTree> tree_;
+  int finalize_hook_ = -1;
 };
 
 }  // namespace quorum

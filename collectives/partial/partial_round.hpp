@@ -1,7 +1,8 @@
-// partial_round.hpp: what one round of a partial allreduce holds, and the
-// layout of the int64 header reduced with its data; shared by the object's
-// API (partial_allreduce.cpp) and its activation and round driving
-// (partial_rounds.cpp), not installed.
+// partial_round.hpp: one round of a partial allreduce: what it holds, the
+// layout of the int64 header reduced with its data, building its schedule
+// (data allreduce + header allreduce) from this rank's input, and reading
+// the reduced header once it is done. Used by the round driver
+// (round_driver.hpp); not installed.
 #pragma once
 
 #include <cstddef>
@@ -9,11 +10,12 @@
 #include <memory>
 #include <vector>
 
+#include "collectives/partial/partial_accumulator.hpp"
 #include "collectives/partial/partial_allreduce.hpp"
+#include "collectives/partial/partial_context.hpp"
 
-namespace quorum {
+namespace quorum::partial {
 
-namespace partial {
 // Header layout (int64, reduced with SUM): round id (low 32 bits), count of
 // ranks that joined as synchronous, count that joined as flush, the late posts
 // carried into the round and their summed lateness (over all ranks), then the
@@ -21,9 +23,15 @@ namespace partial {
 // overflow).
 constexpr size_t kHdrRound = 0, kHdrSync = 1, kHdrFlush = 2, kHdrCarried = 3, kHdrStaleness = 4,
                  kHdrBitmaps = 5;
-}  // namespace partial
 
-struct PartialAllreduce::Round {
+// How a rank joins a round.
+struct JoinKind {
+  bool self_activated = false;  // this rank activated it (its bit in the activator bitmap)
+  bool synchronous = false;     // a synchronous round, joined on arrival
+  bool flush = false;           // flush(): every rank gives up its whole accumulator
+};
+
+struct Round {
   uint64_t id = 0;
   uint8_t *buf = nullptr;
   std::vector<int64_t> header;
@@ -36,4 +44,13 @@ struct PartialAllreduce::Round {
   PartialRoundInfo info;
 };
 
-}  // namespace quorum
+// A round joined with `in` (taken from the accumulator): its header and its
+// schedule, built (not yet progressed).
+Status build_round(PartialContext &ctx, uint64_t round, const RoundInput &in, JoinKind kind,
+                   std::unique_ptr<Round> *out);
+
+// Once r.sched is done and succeeded: checks the reduced header (MISMATCH,
+// logged, when the ranks disagree) and fills r.info from it.
+Status read_round_header(const PartialContext &ctx, Round &r);
+
+}  // namespace quorum::partial

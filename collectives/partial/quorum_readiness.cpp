@@ -1,5 +1,6 @@
-// quorum_readiness.cpp: the k-of-P quorum allreduce's activation
-// (QUORUM_PARTIAL_QUORUM): a round activates once k ranks have arrived at it.
+// quorum_readiness.cpp: the k-of-P quorum allreduce's part of the activation
+// tree (activation_tree.hpp, QUORUM_PARTIAL_QUORUM): a round activates once k
+// ranks have arrived at it.
 // Between solo (k = 1: the first arrival activates) and a synchronous
 // allreduce (k = P: the last one does); majority instead draws one rank whose
 // arrival activates.
@@ -26,7 +27,8 @@
 //   the other modes.
 // - A ready that reaches the counter while its post copies into the
 //   accumulator is counted at once; the activation waits until the copy is in
-//   (post() then calls activate_if_quorum), so a post lands wholly in one round.
+//   (the round driver's post then calls activate_if_quorum), so a post lands
+//   wholly in one round.
 // - k = 1 takes the solo path (every in-time post activates its round; a wait
 //   without a post does not).
 // Wire per round: at most P-1 ready messages of 16 B to the counter (one per
@@ -36,49 +38,42 @@
 // header as in every round. Readies share the activation tag and receives
 // (root field with partial::kReadyFlag set, naming the sender), so destroy's
 // drain counts them with the activations.
-#include "collectives/partial/activation.hpp"
-#include "collectives/partial/partial_allreduce.hpp"
+#include "collectives/partial/activation_tree.hpp"
+#include "collectives/partial/round_driver.hpp"
 
-namespace quorum {
+namespace quorum::partial {
 
-using partial::kReadyFlag;
-using partial::quorum_counter;
-
-Status PartialAllreduce::arrive(uint64_t k) {
-  const int counter = quorum_counter(k, size_);
-  if (counter == rank_) return handle_ready(k, rank_);
-  sends_.emplace_back();
-  ActivationSend &s = sends_.back();
-  s.msg.round = k;
-  s.msg.root = static_cast<uint32_t>(rank_) | kReadyFlag;
-  s.msg.object = static_cast<uint32_t>(object_id_);
-  ++sent_to_[counter];
-  Status st = transport_->send(counter, activation_tag_, &s.msg, sizeof(s.msg), &s.req);
-  if (st != kOk) fail_object(st);
-  return st;
+Status ActivationTree::arrive(uint64_t k) {
+  const int counter = quorum_counter(k, ctx_.size);
+  if (counter == ctx_.rank) return handle_ready(k, ctx_.rank);
+  return send(counter, k, static_cast<uint32_t>(ctx_.rank) | kReadyFlag);
 }
 
-Status PartialAllreduce::handle_ready(uint64_t round, int from) {
-  const bool sender_ok = quorum_mode() && from >= 0 && from < size_;
-  if (sender_ok && round < joined_) return kOk;  // activated already: a late arrival
-  if (!sender_ok || round > joined_ || sync_round(round) || quorum_counter(round, size_) != rank_) {
-    Status s = fail(QUORUM_ERR_MISMATCH, "partial",
-                    "partial #{} rank {}: ready for round {} from rank {} while this rank is at "
-                    "round {} (its counter is rank {}): ranks disagree on the mode or the rounds",
-                    object_id_, rank_, round, from, joined_, quorum_counter(round, size_));
-    fail_object(s);
+Status ActivationTree::handle_ready(uint64_t round, int from) {
+  const uint64_t joined = driver_.joined();
+  const bool sender_ok = ctx_.quorum_mode() && from >= 0 && from < ctx_.size;
+  if (sender_ok && round < joined) return kOk;  // activated already: a late arrival
+  if (!sender_ok || round > joined || ctx_.sync_round(round) ||
+      quorum_counter(round, ctx_.size) != ctx_.rank) {
+    Status s =
+        fail(QUORUM_ERR_MISMATCH, "partial",
+             "partial #{} rank {}: ready for round {} from rank {} while this rank is at "
+             "round {} (its counter is rank {}): ranks disagree on the mode or the rounds",
+             ctx_.object_id, ctx_.rank, round, from, joined, quorum_counter(round, ctx_.size));
+    driver_.fail_object(s);
     return s;
   }
   if (ready_round_ != round) ready_round_ = round, ready_count_ = 0;
   ++ready_count_;
-  if (copying_) return kOk;  // post() activates once its copy is in
+  if (accumulator_.copying()) return kOk;  // activated once the post's copy is in
   return activate_if_quorum();
 }
 
-Status PartialAllreduce::activate_if_quorum() {
-  if (!quorum_mode() || ready_round_ != joined_ || ready_count_ < opts_.k) return kOk;
-  if (activation_due_ns_ != 0 && activation_due_round_ == joined_) return kOk;  // delayed
-  return activate(joined_);
+Status ActivationTree::activate_if_quorum() {
+  const uint64_t joined = driver_.joined();
+  if (!ctx_.quorum_mode() || ready_round_ != joined || ready_count_ < ctx_.opts.k) return kOk;
+  if (due_ns_ != 0 && due_round_ == joined) return kOk;  // delayed
+  return activate(joined);
 }
 
-}  // namespace quorum
+}  // namespace quorum::partial

@@ -18,7 +18,7 @@
 # - 7 s (LINK_FLAP_LONG_OUTAGE_MS) with a 12 s timeout and the hosts' TCP
 #   retransmission timeout capped at 1 s (net.ipv4.tcp_rto_max_ms, Linux 6.15
 #   and later; this part is left out where the kernel lacks it): streams then
-#   resume within about 2 s of the link's return (0.9-1.9 s measured).
+#   resume within about 2 s of the link's return (0.3-1.9 s measured).
 # Needs root (skips with 77 otherwise).
 set -euo pipefail
 probe=$1

@@ -4,7 +4,6 @@
 #include <algorithm>
 #include <cstring>
 
-#include "collectives/algorithms/shm_path_choice.hpp"
 #include "collectives/device_staging.hpp"
 #include "collectives/reduce/reduce_kernels.hpp"
 #include "collectives/signature.hpp"

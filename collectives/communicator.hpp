@@ -14,10 +14,10 @@
 #include <string>
 
 #include "collectives/algorithms/algorithm.hpp"
-#include "collectives/algorithms/allreduce_shm.hpp"
 #include "collectives/live_requests.hpp"
 #include "collectives/object_ids.hpp"
 #include "collectives/scratch_pool.hpp"
+#include "collectives/shm/shm.hpp"
 #include "runtime/bootstrap/bootstrap.hpp"
 #include "runtime/memory.hpp"
 #include "runtime/progress/engine.hpp"

@@ -14,6 +14,7 @@
 
 #include "collectives/scratch_pool.hpp"
 #include "quorum/quorum.h"
+#include "runtime/knobs.hpp"
 #include "runtime/progress/schedule.hpp"
 #include "runtime/topology.hpp"
 #include "transports/transport.hpp"
@@ -152,9 +153,9 @@ struct AlgorithmInfo {
   BuildFn build;
 };
 
-// Whether allreduce goes through shared memory when the communicator has a
-// channel: at every size, from the knobs alone (the blocking fast path caches it).
-bool allreduce_uses_shm();
+// QUORUM_ALLREDUCE_ALGO (table.cpp); shared memory's use of it: allreduce_uses_shm
+// (collectives/shm/shm.hpp).
+extern Knob<std::string> knob_allreduce_algo;
 
 // Whether QUORUM_BARRIER_ALGO names an algorithm (not auto): a checked barrier
 // then runs it after the signature exchange instead of the exchange alone.

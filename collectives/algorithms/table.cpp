@@ -15,6 +15,7 @@
 #include "collectives/algorithms/algorithms.hpp"
 #include "collectives/patterns/hierarchy.hpp"
 #include "collectives/reduce/reduce_kernels.hpp"
+#include "collectives/shm/shm.hpp"
 #include "runtime/knobs.hpp"
 #include "runtime/log.hpp"
 
@@ -27,10 +28,6 @@ Knob<std::string> knob_allreduce_algo(
     "hierarchical (within hosts, then across them; only on several hosts with the same number "
     "of ranks each, more than one, else the default rule applies)",
     {"auto", "recursive_doubling", "rabenseifner", "ring", "shm", "hierarchical"});
-Knob<bool> knob_allreduce_shm_auto(
-    "QUORUM_ALLREDUCE_SHM_AUTO", true,
-    "Allreduce (and partial allreduce rounds) under auto: use shm whenever every rank is a "
-    "process of this host");
 Knob<int64_t> knob_allreduce_small_bytes("QUORUM_ALLREDUCE_SMALL_BYTES", 32768,
                                          "Allreduce under auto: messages up to this size use "
                                          "recursive doubling");
@@ -106,13 +103,6 @@ bool algorithm_checks_signature(const CollArgs &args, const char *name) {
   if (args.kind != CollKind::Allreduce) return false;
   return n == "shm" || (n == "recursive_doubling" &&
                         args.count * dtype_size(args.dtype) <= kSignatureInlineBytes);
-}
-
-bool allreduce_uses_shm() {
-  const std::string forced = knob_allreduce_algo.get();
-  // A channel means one host, where hierarchical falls back to the default rule.
-  return forced == "shm" ||
-         ((forced == "auto" || forced == "hierarchical") && knob_allreduce_shm_auto.get());
 }
 
 bool barrier_algorithm_forced() {

@@ -218,11 +218,11 @@ Status PartialAllreduce::join(uint64_t round, bool self_activated, bool synchron
     // fresh give the plain allreduce's bits.
     if (shm_) bd.set_shm(shm_.get());
     bd.set_layout(&comm_.layout());
-    s = select_algorithm(data, size_, &algo, shm_ != nullptr, &comm_.layout());
+    s = select_algorithm(data, size_, &algo, shm_usable(shm_.get(), data), &comm_.layout());
     // An empty accumulator: the shm allreduce puts the identity in its slots
     // itself (or skips this rank when zero-copy); the others need it written.
     if (s == kOk && empty) {
-      if (std::strcmp(algo->name, "shm") == 0) {
+      if (algo->medium == AlgorithmMedium::SharedMemory) {
         data.send_identity = true;
       } else {
         clear_to_identity(r->buf);

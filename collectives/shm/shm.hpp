@@ -41,8 +41,10 @@ bool allreduce_uses_shm();
 
 // What a caller knows about a call beyond its arguments.
 struct ShmCallFacts {
-  // A buffer lies in device memory: such calls go over the transport.
-  bool device_buffers = false;
+  // Whether a buffer of the call lies in device memory (such calls go over the
+  // transport); asked last, only when the rest allows shared memory. Null:
+  // never asked (the caller's buffers are host memory).
+  bool (*device_buffers)(const void *send, const void *recv) = nullptr;
   // The caller checks signatures: after a mismatch broke the channel, its
   // allreduces fail over messages instead (shm_after_mismatch).
   bool signature_check = false;
@@ -50,8 +52,10 @@ struct ShmCallFacts {
 
 // Whether call `a` may go through channel `ch` (null: none): an allreduce on
 // host buffers unless shm_after_mismatch, or a barrier on a channel that is
-// not broken. Other kinds never. (Whether it does is then the knobs' choice:
-// allreduce_uses_shm, select_algorithm.)
+// not broken; other kinds never. Whether it does is then the knobs' choice
+// (allreduce_uses_shm): select_algorithm picks the "shm" allreduce
+// (AlgorithmMedium::SharedMemory) where this says so and the knobs want it,
+// and the blocking fast path runs it inline.
 bool shm_usable(const ShmChannel *ch, const CollArgs &a, const ShmCallFacts &facts = {});
 
 // An allreduce after a mismatch broke `ch`, with signatures checked: it fails

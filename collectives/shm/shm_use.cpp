@@ -34,10 +34,11 @@ bool shm_after_mismatch(const ShmChannel *ch, const CollArgs &a, bool signature_
 }
 
 bool shm_usable(const ShmChannel *ch, const CollArgs &a, const ShmCallFacts &facts) {
-  if (ch == nullptr || facts.device_buffers) return false;
+  if (ch == nullptr) return false;
   switch (a.kind) {
     case CollKind::Allreduce:
-      return !shm_after_mismatch(ch, a, facts.signature_check);
+      return !shm_after_mismatch(ch, a, facts.signature_check) &&
+             !(facts.device_buffers && facts.device_buffers(a.send, a.recv));
     case CollKind::Barrier:
       return !ch->broken();
     default:

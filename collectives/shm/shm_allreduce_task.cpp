@@ -75,26 +75,7 @@ ShmAllreduceTask::ShmAllreduceTask(ShmChannel *ch, Transport *t, const CollArgs 
 
 TaskResult ShmAllreduceTask::progress(Status *status) {
   if (crossing_) return progress_crossing(status);
-  if (ch_->broken()) {
-    // Broken by a mismatch, maybe by a rank that found a peer in a message
-    // collective of this number: join that exchange, which ends every
-    // rank's call as a mismatch. (After a peer failure or a timeout, fail
-    // at once: an exchange would wait for a dead rank.)
-    const int q = ch_->broken_status() == QUORUM_ERR_MISMATCH ? peer_over_messages() : -1;
-    if (q >= 0) {
-      start_crossing(q);
-      return progress_crossing(status);
-    }
-    // A rank that saw a mismatched call first broke the channel: this one
-    // reports the mismatch too where its first chunk shows it.
-    if (error_ == kOk && nchunks_ > 0 && stage_[0] == kPosted) {
-      const uint64_t g = base_;
-      const int s = static_cast<int>(g % static_cast<uint64_t>(ch_->slots()));
-      if (all_posted(s, g + 1)) signatures_agree(s);
-    }
-    if (error_ != kOk) return failed(status, error_);
-    return failed(status, shm_broken_error(*ch_));
-  }
+  if (ch_->broken()) return progress_broken(status);
   const size_t window = static_cast<size_t>(ch_->slots());
   moved_ = false;
   for (;;) {

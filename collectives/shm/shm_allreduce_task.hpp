@@ -6,8 +6,9 @@
 //   shm_chunk_steps.cpp    - one chunk's stages: post, reduce, finish
 //   shm_copy_path.cpp      - the copy path through the slots
 //   shm_direct_paths.cpp   - the zero-copy and cross-memory paths
-//   shm_mismatch.cpp       - mismatched calls and crossings with collectives
-//                            over messages
+//   shm_mismatch.cpp       - mismatched calls, crossings with collectives
+//                            over messages, broken channels
+//   shm_inline.cpp         - the blocking fast path (no schedule)
 // A rank whose CollArgs say send_identity (a partial round joined with nothing
 // posted) contributes the op's identity without it being in its buffer: it
 // fills its slots with the identity, and on the zero-copy path it is left out
@@ -121,6 +122,10 @@ class ShmAllreduceTask : public Task {
   // Runs the signature exchange started by start_crossing; its verdict (a
   // mismatch: this rank's call is marked as over shared memory) is the call's.
   TaskResult progress_crossing(Status *status);
+  // The channel is broken (another rank's shm task failed, or this one's): the
+  // call fails, as a mismatch where that broke it, after the signature
+  // exchange with a rank over messages where one runs this collective.
+  TaskResult progress_broken(Status *status);
 
   // Every rank's flag for slot s has reached `value`.
   bool all_reached(std::atomic<uint64_t> &(ShmChannel::*flag)(int, int), int s, uint64_t value) {

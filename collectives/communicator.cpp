@@ -4,7 +4,6 @@
 #include <algorithm>
 #include <cstring>
 
-#include "collectives/algorithms/shm_path_choice.hpp"
 #include "collectives/device_staging.hpp"
 #include "collectives/reduce/reduce_kernels.hpp"
 #include "collectives/signature.hpp"
@@ -103,8 +102,7 @@ Status Communicator::create(std::unique_ptr<Bootstrap> bootstrap,
         [t] { t->probe_peers(); },     [t](uint64_t since) { return t->silent_peers(since); }};
     comm->engine_ = std::make_unique<ProgressEngine>(std::move(src), comm->rank_);
     // The same inputs on every rank, so every rank takes part in the creation or none.
-    if (knob_shm.get() && std::string(t->name()) == "ucx" &&
-        comm->layout_.local.size() == static_cast<size_t>(comm->size_)) {
+    if (shm_channel_wanted(t->name(), comm->layout_.local.size(), comm->size_)) {
       QUORUM_CHECK(ShmChannel::create(ShmGroup::of(*comm->bootstrap_), &comm->shm_));
     }
   } else {
@@ -264,9 +262,8 @@ Status Communicator::start(const CollArgs &args_in, RequestPtr *req, bool blocki
   // After a mismatch broke the channel, every allreduce fails on every rank
   // (whichever path it would take), after a signature exchange that meets a
   // mismatched call over messages (broken_channel_task).
-  const bool after_mismatch = shm_after_mismatch(args);
-  bool shm_ready = shm_ && args.kind == CollKind::Allreduce && !after_mismatch &&
-                   !any_device_buffer(args.send, args.recv);
+  const bool after_mismatch = shm_after_mismatch(shm_.get(), args, signature_check_);
+  const bool shm_ready = shm_usable(shm_.get(), args, shm_call_facts());
   QUORUM_CHECK(select_algorithm(args, size_, &algo, shm_ready, &layout_));
   // A checked barrier is the signature exchange alone (see below), unless the
   // user asked for a barrier algorithm.
@@ -290,10 +287,10 @@ Status Communicator::start(const CollArgs &args_in, RequestPtr *req, bool blocki
   QUORUM_CHECK(stage_device_buffers(b, &args, transport_.get(), &staging));
   // Over messages where the others may go through shared memory: say so on
   // the channel, where a rank that waits there for this one looks (it then
-  // joins this call's signature exchange, see allreduce_shm.hpp).
-  if (!(shm_ready && std::strcmp(algo->name, "shm") == 0)) note_message_call(seq);
+  // joins this call's signature exchange, see shm/shm_mismatch.cpp).
+  if (!(shm_ready && algo->medium == AlgorithmMedium::SharedMemory)) note_message_call(seq);
   TaskId checked = -1;
-  if (signature_check_ && !after_mismatch && algorithm_checks_signature(args, algo->name)) {
+  if (signature_check_ && !after_mismatch && algorithm_checks_signature(args, *algo)) {
     args.check_signature = true;  // in the algorithm's own messages
   } else if (signature_check_) {
     QUORUM_CHECK(add_signature_check(b, args, seq, &checked));
@@ -487,17 +484,24 @@ Status Communicator::allreduce(const void *send, void *recv, size_t count, quoru
   QUORUM_CHECK(validate_reduction("allreduce", send, recv, count, dtype, op));
   CollArgs a{CollKind::Allreduce, send, recv, count, dtype, op, 0};
   Status status = kOk;
-  if (!any_device_buffer(send, recv) && run_shm_inline(a, &status)) return status;
+  if (run_shm_inline(a, &status)) return status;
   RequestPtr req;
   QUORUM_CHECK(start(a, &req, true));
   return wait(req);
+}
+
+ShmCallFacts Communicator::shm_call_facts() const {
+  ShmCallFacts facts;
+  facts.device_buffers = any_device_buffer;
+  facts.signature_check = signature_check_;
+  return facts;
 }
 
 bool Communicator::run_shm_inline(const CollArgs &a, Status *status) {
   // Every rank on this host, shm selected: the same decision on every rank
   // (the same inputs).
   // (The shm allreduce compares the ranks' calls in its flag line itself.)
-  if (!shm_ || size_ <= 1 || finalized_ || shm_after_mismatch(a)) return false;
+  if (size_ <= 1 || finalized_ || !shm_usable(shm_.get(), a, shm_call_facts())) return false;
   const FastPathKnobs &k = fast_path_knobs();
   if (!k.shm) return false;
   const uint64_t seq = next_sequence();
@@ -505,11 +509,6 @@ bool Communicator::run_shm_inline(const CollArgs &a, Status *status) {
                                  k.nap_us, seq, signature_check_ ? &scratch_ : nullptr);
   if (*status != kOk) note_failure(*status);
   return true;
-}
-
-bool Communicator::shm_after_mismatch(const CollArgs &a) const {
-  return a.kind == CollKind::Allreduce && shm_ && signature_check_ && shm_->broken() &&
-         shm_->broken_status() == QUORUM_ERR_MISMATCH;
 }
 
 const Communicator::FastPathKnobs &Communicator::fast_path_knobs() {
@@ -532,11 +531,11 @@ Status Communicator::barrier() {
   // Every rank on this host: one flag round trip through the shared-memory
   // segment (no rank finishes before every rank posted), as the allreduce's
   // fast path takes; it also leaves the ranks closer together than messages.
-  // A broken channel: the message barrier.
+  // A broken channel: the message barrier (shm_usable).
   int32_t zero = 0, sum = 0;
   const CollArgs a{CollKind::Barrier, &zero, &sum, 1, QUORUM_INT32, QUORUM_SUM, 0};
   Status status = kOk;
-  if (shm_ && !shm_->broken() && run_shm_inline(a, &status)) return status;
+  if (run_shm_inline(a, &status)) return status;
   return run_blocking(*this, [&](RequestPtr *r) { return ibarrier(r, true); });
 }
 

@@ -14,10 +14,10 @@
 #include <string>
 
 #include "collectives/algorithms/algorithm.hpp"
-#include "collectives/algorithms/allreduce_shm.hpp"
 #include "collectives/live_requests.hpp"
 #include "collectives/object_ids.hpp"
 #include "collectives/scratch_pool.hpp"
+#include "collectives/shm/shm.hpp"
 #include "runtime/bootstrap/bootstrap.hpp"
 #include "runtime/memory.hpp"
 #include "runtime/progress/engine.hpp"
@@ -131,7 +131,7 @@ class Communicator {
   bool signature_check() const { return signature_check_; }
   // Collective `seq` runs over messages with its signature check: said on the
   // shm channel, where a rank that waits there for this one looks (it then
-  // joins the check; allreduce_shm.hpp).
+  // joins the check; shm/shm_mismatch.cpp).
   void note_message_call(uint64_t seq) {
     if (shm_ && signature_check_) shm_->note_message_call(seq);
   }
@@ -185,11 +185,11 @@ class Communicator {
   const FastPathKnobs &fast_path_knobs();
   // The fast path of allreduce (host buffers) and barrier: the calling thread
   // runs `a` through the shared-memory segment itself, without building a
-  // schedule. False where it does not apply (take the schedule); else true
-  // with the result in *status.
+  // schedule. False where it does not apply (shm_usable, allreduce_uses_shm:
+  // take the schedule); else true with the result in *status.
   bool run_shm_inline(const CollArgs &a, Status *status);
-  // An allreduce on a channel that a mismatch broke (with the signature check on).
-  bool shm_after_mismatch(const CollArgs &a) const;
+  // What shm_usable needs to know of this communicator's calls.
+  ShmCallFacts shm_call_facts() const;
   FastPathKnobs fast_;
   std::string progress_mode_;
   std::atomic<uint64_t> next_seq_{0};

@@ -20,8 +20,8 @@
 // rank reduces its own count from its own buffers. A barrier over messages is
 // the header-only exchange alone (itself a barrier). A rank whose shm
 // allreduce or barrier meets a rank on messages joins the exchange with its
-// call marked as over shared memory (allreduce_shm.hpp), so that it differs
-// even from the same call over messages.
+// call marked as over shared memory (collectives/shm/shm_mismatch.cpp), so
+// that it differs even from the same call over messages.
 #pragma once
 
 #include <string>

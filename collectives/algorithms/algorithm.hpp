@@ -14,6 +14,7 @@
 
 #include "collectives/scratch_pool.hpp"
 #include "quorum/quorum.h"
+#include "runtime/knobs.hpp"
 #include "runtime/progress/schedule.hpp"
 #include "runtime/topology.hpp"
 #include "transports/transport.hpp"
@@ -72,16 +73,14 @@ struct CollArgs {
   bool over_shm = false;
 };
 
-// Whether the algorithm detects mismatched calls itself when asked
-// (CollArgs::check_signature): the shm allreduce (its flag line) and the
-// recursive-doubling allreduce of up to kSignatureInlineBytes (a header on its
-// messages; larger ones take the separate check). The limit keeps every
-// message of a mismatched call within the receive room (signature.cpp's
-// slack): a longer message is truncated, and a truncated rendezvous message
-// ends the smaller rank's call with a peer failure instead of the mismatch.
-// (The stall once seen above 4 KiB was UCX's eager fragments, ucx_transport.cpp.)
+// The recursive-doubling allreduce carries the signature check in its own
+// messages up to this size (a header on each; larger ones take the separate
+// check). The limit keeps every message of a mismatched call within the
+// receive room (signature.cpp's slack): a longer message is truncated, and a
+// truncated rendezvous message ends the smaller rank's call with a peer failure
+// instead of the mismatch. (The stall once seen above 4 KiB was UCX's eager
+// fragments, ucx_transport.cpp.)
 constexpr size_t kSignatureInlineBytes = 4096;
-bool algorithm_checks_signature(const CollArgs &args, const char *name);
 
 class Builder {
  public:
@@ -145,16 +144,36 @@ class Builder {
 // Builds the tasks of one collective; returns the id of its last task.
 using BuildFn = std::function<Status(Builder &, const CollArgs &, TaskId *last)>;
 
+// What carries an algorithm's data.
+enum class AlgorithmMedium : uint8_t {
+  Messages,      // the transport
+  SharedMemory,  // the communicator's shared-memory channel (collectives/shm/)
+};
+
+// Whether an algorithm detects mismatched calls itself when asked
+// (CollArgs::check_signature); where it does not, the communicator puts the
+// separate check of signature.hpp in front of it.
+enum class OwnSignatureCheck : uint8_t {
+  None,
+  Always,           // the shm allreduce: its flag line
+  UpToInlineBytes,  // messages of up to kSignatureInlineBytes: a header on them
+};
+
 struct AlgorithmInfo {
   CollKind kind;
   const char *name;
   const char *summary;  // steps and bytes on the wire
   BuildFn build;
+  AlgorithmMedium medium = AlgorithmMedium::Messages;
+  OwnSignatureCheck signature_check = OwnSignatureCheck::None;
 };
 
-// Whether allreduce goes through shared memory when the communicator has a
-// channel: at every size, from the knobs alone (the blocking fast path caches it).
-bool allreduce_uses_shm();
+// Whether `algo` detects this call's mismatches itself (only allreduces do).
+bool algorithm_checks_signature(const CollArgs &args, const AlgorithmInfo &algo);
+
+// QUORUM_ALLREDUCE_ALGO (table.cpp); shared memory's use of it: allreduce_uses_shm
+// (collectives/shm/shm.hpp).
+extern Knob<std::string> knob_allreduce_algo;
 
 // Whether QUORUM_BARRIER_ALGO names an algorithm (not auto): a checked barrier
 // then runs it after the signature exchange instead of the exchange alone.
@@ -163,11 +182,11 @@ bool barrier_algorithm_forced();
 // Every algorithm, registered in algorithms/table.cpp.
 const std::vector<AlgorithmInfo> &algorithm_table();
 // The algorithm for this call: the knob QUORUM_<KIND>_ALGO if set, else the
-// default rule on message size and number of ranks. shm_ready: the caller's
-// Builder has a shared-memory channel (else "shm" is never chosen, and a knob
-// that forces it falls back to the default rule). layout: the communicator's
-// hosts (the caller's Builder must carry the same one); "hierarchical" is
-// chosen only when it is given and uniform (patterns/hierarchy.hpp).
+// default rule on message size and number of ranks. shm_ready: shm_usable
+// said yes for this call and the caller's Builder has the channel (else "shm"
+// is never chosen, and a knob that forces it falls back to the default rule). layout: the
+// communicator's hosts (the caller's Builder must carry the same one); "hierarchical" is chosen
+// only when it is given and uniform (patterns/hierarchy.hpp).
 Status select_algorithm(const CollArgs &args, int size, const AlgorithmInfo **out,
                         bool shm_ready = false, const HostLayout *layout = nullptr);
 

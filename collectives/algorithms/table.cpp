@@ -2,19 +2,19 @@
 //
 // Defaults: allreduce uses recursive doubling up to QUORUM_ALLREDUCE_SMALL_BYTES
 // (latency: log2 P steps) and the pipelined ring above (bandwidth: 2(P-1)/P n
-// bytes per rank). When every rank is a process of this host (the communicator
-// has a shared-memory channel), allreduce uses "shm" at every size unless
-// QUORUM_ALLREDUCE_SHM_AUTO=0. On several hosts with the same number (> 1) of
-// ranks each, allreduce from QUORUM_ALLREDUCE_LARGE_BYTES is hierarchical
-// instead of the ring; other layouts keep the flat rule (the choice's info
-// line says why).
-// Each collective's choice can be forced with its knob.
+// bytes per rank). Where shared memory may carry the call (shm_usable: every
+// rank a process of this host, host buffers), allreduce uses "shm" at every
+// size unless QUORUM_ALLREDUCE_SHM_AUTO=0 (allreduce_uses_shm, shm/shm_use.cpp). On several hosts
+// with the same number (> 1) of ranks each, allreduce from QUORUM_ALLREDUCE_LARGE_BYTES is
+// hierarchical instead of the ring; other layouts keep the flat rule (the choice's info line says
+// why). Each collective's choice can be forced with its knob.
 #include <atomic>
 #include <cstring>
 
 #include "collectives/algorithms/algorithms.hpp"
 #include "collectives/patterns/hierarchy.hpp"
 #include "collectives/reduce/reduce_kernels.hpp"
+#include "collectives/shm/shm.hpp"
 #include "runtime/knobs.hpp"
 #include "runtime/log.hpp"
 
@@ -27,10 +27,6 @@ Knob<std::string> knob_allreduce_algo(
     "hierarchical (within hosts, then across them; only on several hosts with the same number "
     "of ranks each, more than one, else the default rule applies)",
     {"auto", "recursive_doubling", "rabenseifner", "ring", "shm", "hierarchical"});
-Knob<bool> knob_allreduce_shm_auto(
-    "QUORUM_ALLREDUCE_SHM_AUTO", true,
-    "Allreduce (and partial allreduce rounds) under auto: use shm whenever every rank is a "
-    "process of this host");
 Knob<int64_t> knob_allreduce_small_bytes("QUORUM_ALLREDUCE_SMALL_BYTES", 32768,
                                          "Allreduce under auto: messages up to this size use "
                                          "recursive doubling");
@@ -59,7 +55,8 @@ const std::vector<AlgorithmInfo> &algorithm_table() {
   static const std::vector<AlgorithmInfo> table = {
       {CollKind::Allreduce, "recursive_doubling",
        "log2(P) exchange steps of n bytes (+2 fold steps if P is not a power of two)",
-       build_allreduce_recursive_doubling},
+       build_allreduce_recursive_doubling, AlgorithmMedium::Messages,
+       OwnSignatureCheck::UpToInlineBytes},
       {CollKind::Allreduce, "ring",
        "2(P-1) steps, 2(P-1)/P n bytes sent per rank, pipelined in chunks", build_allreduce_ring},
       {CollKind::Allreduce, "rabenseifner",
@@ -72,7 +69,7 @@ const std::vector<AlgorithmInfo> &algorithm_table() {
       {CollKind::Allreduce, "shm",
        "through a shared-memory segment: copy in, reduce 1/P each, copy out, per chunk; no "
        "messages",
-       build_allreduce_shm},
+       build_allreduce_shm, AlgorithmMedium::SharedMemory, OwnSignatureCheck::Always},
       {CollKind::Bcast, "binomial", "ceil(log2 P) steps, chunked pipeline along the tree",
        build_bcast_binomial},
       {CollKind::Bcast, "scatter_allgather",
@@ -98,21 +95,20 @@ const AlgorithmInfo *find(CollKind kind, const char *name) {
 
 }  // namespace
 
-bool algorithm_checks_signature(const CollArgs &args, const char *name) {
-  const std::string n = name;
+bool algorithm_checks_signature(const CollArgs &args, const AlgorithmInfo &algo) {
   // A barrier over messages is the separate check alone (communicator.cpp):
   // it meets a collective of another kind there, or a rank that went
-  // through shared memory (allreduce_shm.hpp).
+  // through shared memory (shm/shm_mismatch.cpp).
   if (args.kind != CollKind::Allreduce) return false;
-  return n == "shm" || (n == "recursive_doubling" &&
-                        args.count * dtype_size(args.dtype) <= kSignatureInlineBytes);
-}
-
-bool allreduce_uses_shm() {
-  const std::string forced = knob_allreduce_algo.get();
-  // A channel means one host, where hierarchical falls back to the default rule.
-  return forced == "shm" ||
-         ((forced == "auto" || forced == "hierarchical") && knob_allreduce_shm_auto.get());
+  switch (algo.signature_check) {
+    case OwnSignatureCheck::Always:
+      return true;
+    case OwnSignatureCheck::UpToInlineBytes:
+      return args.count * dtype_size(args.dtype) <= kSignatureInlineBytes;
+    case OwnSignatureCheck::None:
+      break;
+  }
+  return false;
 }
 
 bool barrier_algorithm_forced() {

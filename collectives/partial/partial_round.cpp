@@ -54,11 +54,12 @@ Status build_round(PartialContext &ctx, uint64_t round, const RoundInput &in, Jo
     // fresh give the plain allreduce's bits.
     if (ctx.shm) bd.set_shm(ctx.shm.get());
     bd.set_layout(&ctx.comm.layout());
-    s = select_algorithm(data, ctx.size, &algo, ctx.shm != nullptr, &ctx.comm.layout());
+    s = select_algorithm(data, ctx.size, &algo, shm_usable(ctx.shm.get(), data),
+                         &ctx.comm.layout());
     // An empty accumulator: the shm allreduce puts the identity in its slots
     // itself (or skips this rank when zero-copy); the others need it written.
     if (s == kOk && in.empty) {
-      if (std::strcmp(algo->name, "shm") == 0) {
+      if (algo->medium == AlgorithmMedium::SharedMemory) {
         data.send_identity = true;
       } else {
         fill_identity(r->buf, ctx.count, ctx.dtype, ctx.op);

@@ -15,9 +15,9 @@
 #include <vector>
 
 #include "collectives/algorithms/algorithm.hpp"
-#include "collectives/algorithms/shm_path_choice.hpp"
 #include "collectives/communicator.hpp"
 #include "collectives/reduce/reduce_kernels.hpp"
+#include "collectives/shm/shm_path_choice.hpp"
 #include "runtime/topology.hpp"
 #include "tests/support/sanitizers.hpp"
 #include "tests/support/values.hpp"

@@ -13,8 +13,8 @@
 #include <utility>
 #include <vector>
 
-#include "collectives/algorithms/allreduce_shm.hpp"
-#include "collectives/algorithms/shm_path_choice.hpp"
+#include "collectives/shm/shm.hpp"
+#include "collectives/shm/shm_path_choice.hpp"
 #include "runtime/knobs.hpp"
 
 namespace quorum {

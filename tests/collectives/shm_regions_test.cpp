@@ -1,7 +1,7 @@
 // shm_regions_test.cpp: symmetric allocations whose page rounding or total
 // over the ranks would wrap around size_t are refused, in one process (a
 // one-rank group, and rank 0 of a two-rank group whose peer echoes it).
-#include "collectives/algorithms/shm_regions.hpp"
+#include "collectives/shm/shm_regions.hpp"
 
 #include <gtest/gtest.h>
 

@@ -1,5 +1,5 @@
 // shm_regions.cpp: collective allocation and lookup of symmetric buffers.
-#include "collectives/algorithms/shm_regions.hpp"
+#include "collectives/shm/shm_regions.hpp"
 
 #include <algorithm>
 #include <vector>

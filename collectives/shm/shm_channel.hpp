@@ -1,5 +1,8 @@
-// allreduce_shm.hpp: the shared-memory channel of a communicator whose ranks
-// all live on this host (processes over ucx), used by the "shm" allreduce.
+// shm_channel.hpp: the shared-memory channel of a group of ranks that are
+// all processes of this host: one segment of flags and data slots, and the
+// bookkeeping each rank keeps beside it. The protocols that run over it are
+// the copy path (shm_copy_path.cpp) and the direct paths
+// (shm_direct_paths.cpp); shm.hpp is what the rest of quorum calls.
 //
 // Segment layout: a header of flags (one 64-byte line each), then P x S input
 // slots of C bytes (rank r's copy of its current chunk, S slots per rank for
@@ -16,76 +19,22 @@
 //   reduced[r][s] - rank r wrote its 1/P slice of the result of chunk g
 //   done[r][s]    - rank r copied the result out (and read everyone's input)
 //   filled[r][s]  - rank r's input for chunk g is in its slot, where it was
-//                   posted without it (a direct-path candidate, see below)
+//                   posted without it (a direct-path candidate)
 // A rank writes slot s for chunk g only once done[q][s] >= g + 1 - S on every
 // rank q, so nobody still reads what chunk g - S left there. Flags only grow,
 // so they are never cleared. `broken` is set by a rank whose shm task fails or
-// is aborted: the others then fail at once instead of waiting for a timeout.
-// Ranks that disagree on an op (a mismatched call) all see it in the first
-// chunk's signatures and fail with QUORUM_ERR_MISMATCH, before any rank reads
-// or writes another's buffers with its own idea of their size; the chunk
-// numbers no longer agree after that, so the channel is broken too. Later
-// calls on a broken channel fail at once, naming the rank and status of the
-// first failure: as QUORUM_ERR_MISMATCH after a mismatch, else as
-// QUORUM_ERR_PEER_FAILED.
-// Collectives over messages (all but the shm allreduce and barrier, and
-// those with device buffers or another algorithm forced on a rank): a rank
-// notes each one's sequence number on its own line of the header, one word
-// of eight by seq % 8 (note_message_call, one store). A rank whose shm op
-// waits for a rank that never posts reads that rank's line: when it shows
-// the op's own sequence number, the two ranks called different collectives
-// (or one took shared memory and the other messages), and waiting would end
-// in a timeout. The waiting rank then breaks the channel as a mismatch and
-// joins the message ranks' signature exchange (signature.hpp) at that
-// sequence number with its own call, marked as taken over shared memory, so
-// that every rank, on either side, fails with QUORUM_ERR_MISMATCH naming
-// two calls that differ. A rank that finds the channel broken runs the same
-// exchange where a peer's line shows its sequence number.
+// is aborted: the others then fail at once instead of waiting for a timeout
+// (shm_mismatch.cpp says what a broken channel reports).
+// After the flags, one line per rank of message-call words: a rank notes there
+// each collective it runs over messages (note_message_call), which is how a
+// rank waiting in shared memory finds a peer in another collective
+// (shm_mismatch.cpp).
 // The posted word also carries, in its top 16 bits, how far the rank's done
 // prefix (every chunk below it finished) lagged the chunk it posts. A peer that
 // reads the word anyway (it needs the input) thus learns that those chunks are
 // finished there and skips their done flags when it reuses their slots: a small
 // message costs one cache-line transfer per peer, not two. Chunk tags use the
 // low 48 bits of the posted word.
-//
-// Zero-copy path (messages of QUORUM_SHM_ZERO_COPY_BYTES and more): the first
-// chunk's posted line also carries where the rank's send and receive buffers
-// lie in the channel's symmetric regions (quorum_mem_alloc). When every rank's
-// do, each rank reduces its 1/P slice straight from every rank's send buffer
-// into every rank's receive buffer (one read and one write of each byte per
-// rank instead of a copy in, a reduction and a copy out), publishes reduced,
-// and returns once every rank's reduced flag shows the op is finished. Every
-// rank reads the same descriptors and so takes the same path; the other
-// chunks are never posted. A candidate (for zero-copy: a rank whose own
-// buffers are symmetric) posts its first chunk without copying it in (its
-// descriptor says so): where the path turns out to be the copy path after
-// all (a rank that is no candidate), it copies it in then and raises filled,
-// which the others wait for before they read that slot.
-//
-// Cross-memory path (messages of QUORUM_SHM_CROSS_MEMORY_BYTES and more, when
-// not every rank's buffers are symmetric): the first posted line carries the
-// rank's pid and its buffers' addresses instead, and when every rank's does,
-// each rank reduces its 1/P slice as on the zero-copy path, but reads the
-// peers' send buffers and writes their receive buffers with cross-memory
-// attach (runtime/cross_memory.hpp), block by block through a buffer that
-// stays in cache: per rank the slice's inputs are read once and the results
-// written once, the same memory traffic as zero-copy, plus two system calls
-// per peer and block. Out of place, messages above
-// QUORUM_SHM_CROSS_MEMORY_OUT_OF_PLACE_MAX_BYTES (by default where the
-// ranks' buffers outgrow the cache, at most 8 MiB) copy instead: the kernel's
-// writes into the peers' receive buffers read each line first, which costs
-// more than the copy path once the buffers leave the cache (in place, those
-// lines were just read), and the copy path writes with streaming stores
-// there. (Reading the peers' inputs by cross-memory attach but passing the
-// results through the result slots measured no faster than copying in, at
-// 32 and 64 MiB, with or without streaming stores.) The ranks agreed at the
-// channel's creation that they can attach to each other (probe_cross_memory),
-// or no rank offers it.
-//
-// A rank whose CollArgs say send_identity (a partial round joined with nothing
-// posted) contributes the op's identity without it being in its buffer: it
-// fills its slots with the identity, and on the zero-copy path it is left out
-// of the sources (only its receive buffer must be symmetric).
 #pragma once
 
 #include <algorithm>
@@ -95,49 +44,17 @@
 #include <memory>
 #include <mutex>
 
-#include "collectives/algorithms/shm_regions.hpp"
+#include "collectives/shm/shm_regions.hpp"
 #include "runtime/bootstrap/bootstrap.hpp"
 #include "runtime/knobs.hpp"
 #include "runtime/shm_segment.hpp"
+#include "runtime/status.hpp"
 
 namespace quorum {
 
-extern Knob<bool> knob_shm;
 extern Knob<int64_t> knob_shm_chunk_bytes;
 extern Knob<int64_t> knob_shm_max_bytes;
 extern Knob<int64_t> knob_shm_zero_copy_bytes;
-
-class ProgressEngine;
-class Transport;
-struct CollArgs;
-class ShmChannel;
-class ScratchPool;
-class Task;
-
-// A blocking allreduce through the channel, run by the calling thread without
-// a schedule (the small-message fast path); polls `engine` now and then,
-// naps nap_us between polls once the protocol has stalled for spin_ns (the
-// engine's choice: short when ranks share cores), and gives up with
-// QUORUM_ERR_TIMEOUT after timeout_ms (<= 0: never). a.kind Barrier (one
-// int32 sum): a barrier, whose signature matches no allreduce.
-// seq: the collective's sequence number on the communicator (kNoSequence:
-// none, e.g. the path probe); with `scratch`, a rank that finds a peer in a
-// message collective of that number joins its signature exchange (see the
-// top of ShmChannel's comment).
-constexpr uint64_t kNoSequence = UINT64_MAX;
-Status shm_allreduce_inline(ShmChannel *ch, Transport *t, const CollArgs &a, ProgressEngine &engine,
-                            int64_t timeout_ms, uint64_t spin_ns, int64_t nap_us,
-                            uint64_t seq = kNoSequence, ScratchPool *scratch = nullptr);
-
-// The failure of a shm allreduce on a broken channel: QUORUM_ERR_MISMATCH
-// after a mismatch, QUORUM_ERR_TIMEOUT after a timeout, else
-// QUORUM_ERR_PEER_FAILED, naming the rank of the first failure.
-Status shm_broken_error(const ShmChannel &ch);
-// An allreduce after a mismatch broke the channel, on every rank whichever
-// path it would take: the signature exchange over messages (so that it meets
-// a rank in another collective of this number, or one that went over
-// messages), then this task, which fails with shm_broken_error.
-std::unique_ptr<Task> broken_channel_task(const ShmChannel *ch);
 
 class ShmChannel {
  public:

@@ -13,13 +13,13 @@
 // It costs about 36 allreduces of 1 MiB (a few ms) per communicator and runs
 // only where the automatic rule chose the cross-memory path; a rule on the
 // system-call speed alone would miss the copy path's side.
-#include "collectives/algorithms/shm_path_choice.hpp"
+#include "collectives/shm/shm_path_choice.hpp"
 
 #include <algorithm>
 #include <utility>
 
 #include "collectives/algorithms/algorithm.hpp"
-#include "collectives/algorithms/allreduce_shm.hpp"
+#include "collectives/shm/shm.hpp"
 #include "runtime/clock.hpp"
 #include "runtime/log.hpp"
 #include "runtime/progress/engine.hpp"

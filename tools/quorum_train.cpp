@@ -122,7 +122,6 @@ int main(int argc, char **argv) {
   bool no_catch_up = false;
   double activation_delay_ms = 0;
   double sync_epochs = 0;
-  double delay_compensation = 0;
   app.add_option("--reduce", reduce_mode,
                  "gradient reduction across ranks: sync (allreduce), solo or majority (partial "
                  "allreduce, eager-SGD), or quorum:K (partial allreduce whose rounds start once K "
@@ -151,13 +150,6 @@ int main(int argc, char **argv) {
                  "given)")
       ->check(checks::finite())
       ->check(CLI::Range(0.0, 1.0))
-      ->capture_default_str();
-  app.add_option("--delay-compensation", delay_compensation,
-                 "solo/majority: correct a carried gradient for the parameters having moved "
-                 "since it was computed (DC-ASGD-a's first-order term, lambda L / "
-                 "sqrt(meansquare(g)); 0: off; host memory only)")
-      ->check(checks::finite())
-      ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   app.add_option("--activation-delay-ms", activation_delay_ms,
                  "solo/majority: the post that activates a round (solo: the first; majority: "
@@ -243,7 +235,6 @@ int main(int argc, char **argv) {
       ro.carry = !drop_late;
       ro.carry_weight = carry_weight;
       ro.sync_epochs = sync_epochs;
-      ro.delay_compensation = delay_compensation;
       ro.catch_up = !no_catch_up;
       ro.activation_delay_us = static_cast<unsigned>(std::llround(activation_delay_ms * 1000));
       ro.scale = partial_scale == "sqrt"    ? qt::PartialScale::Sqrt
@@ -327,7 +318,6 @@ int main(int argc, char **argv) {
                      {"imbalance", imbalance.empty() ? "none" : imbalance},
                      {"drop_late", drop_late},
                      {"carry_weight", carry_weight},
-                     {"delay_compensation", delay_compensation},
                      {"sync_epochs", sync_epochs},
                      {"activation_delay_ms", activation_delay_ms},
                      {"partial_scale", partial_scale},

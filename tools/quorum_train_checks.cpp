@@ -89,8 +89,7 @@ CLI::Validator reduce_mode() {
 std::string partial_only_misuse(const CLI::App &app, const std::string &mode) {
   if (mode == "solo" || mode == "majority" || mode.rfind("quorum:", 0) == 0) return "";
   for (const char *name : {"--drop-late", "--carry-weight", "--sync-epochs", "--partial-scale",
-                           "--activation-delay-ms", "--max-staleness", "--no-catch-up",
-                           "--delay-compensation"}) {
+                           "--activation-delay-ms", "--max-staleness", "--no-catch-up"}) {
     if (app.count(name) == 0) continue;
     return fmt::format(
         "{} applies to --reduce solo, majority and quorum:K only; this run {}", name,

@@ -71,10 +71,6 @@ class GradientReducer {
   // Called once before the first step with the run's steps per epoch (for
   // options given in epochs). The default ignores it.
   virtual void set_steps_per_epoch(int64_t /*steps*/) {}
-  // Called once before the first step with the model's parameters in host
-  // memory (count floats, updated in place between steps), for reducers that
-  // read them (delay compensation). Not called for device parameters.
-  virtual void track_parameters(const float * /*params*/, size_t /*count*/) {}
 };
 
 // One process, nothing to reduce.

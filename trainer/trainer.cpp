@@ -176,7 +176,6 @@ Status train(const TrainConfig &cfg, Backend *backend, const DataSplit &data,
   }
 
   reducer->set_steps_per_epoch(steps_per_epoch);
-  if (backend->memory_kind() == MemoryKind::Host) reducer->track_parameters(model->params(), count);
   const int64_t planned_steps = steps_per_epoch * cfg.epochs;
   // A policy's epochs differ in steps: the epochs bound the run, and the
   // progress's total is re-estimated at each epoch start.

@@ -66,10 +66,6 @@ expect_error "carry weight above 1" "--carry-weight" --data synthetic --reduce s
   --carry-weight 1.5
 expect_error "carry weight with drop" "--carry-weight 0.5 with --drop-late" --data synthetic \
   --reduce solo --drop-late --carry-weight 0.5
-expect_error "negative delay compensation" "--delay-compensation" --data synthetic \
-  --reduce solo --delay-compensation -1
-expect_error "delay compensation with drop" "--delay-compensation with --drop-late" \
-  --data synthetic --reduce solo --drop-late --delay-compensation 1
 # Nothing to train.
 expect_error "--max-steps 0" "give -1 (all epochs) or a positive number of steps" \
   --data synthetic --max-steps 0
@@ -82,7 +78,7 @@ expect_error "paper with K above the ranks" "on 1 rank: cannot draw 2 ranks" --d
 expect_error "paper with K = 0" "K = 0 delays no rank" --data synthetic --imbalance paper:10:0
 # Options of the partial reductions are refused where they would be ignored.
 for flag in --drop-late "--carry-weight 0.5" --no-catch-up "--sync-epochs 1" "--partial-scale sqrt" \
-  "--activation-delay-ms 2" "--max-staleness 4" "--delay-compensation 1"; do
+  "--activation-delay-ms 2" "--max-staleness 4"; do
   # shellcheck disable=SC2086
   expect_error "$flag with sync" "${flag%% *} applies to --reduce solo, majority and quorum:K only; this run reduces with --reduce sync" \
     --data synthetic --reduce sync $flag

@@ -62,14 +62,6 @@ Status CollectiveReducer::create(quorum_comm_t comm, const ReducerOptions &optio
     return fail(QUORUM_ERR_INVALID_ARG, "reducer",
                 "--carry-weight {} with --drop-late: late gradients are dropped, not carried",
                 options.carry_weight);
-  if (!std::isfinite(options.delay_compensation) || options.delay_compensation < 0)
-    return fail(QUORUM_ERR_INVALID_ARG, "reducer",
-                "--delay-compensation {}: expected a finite lambda, 0 (off) or more",
-                options.delay_compensation);
-  if (options.delay_compensation > 0 && !options.carry)
-    return fail(QUORUM_ERR_INVALID_ARG, "reducer",
-                "--delay-compensation with --drop-late: late gradients are dropped, so there is "
-                "nothing to compensate");
   if (!std::isfinite(options.sync_epochs) || options.sync_epochs < 0)
     return fail(QUORUM_ERR_INVALID_ARG, "reducer",
                 "--sync-epochs {}: expected a finite number of epochs, 0 or more",
@@ -95,11 +87,6 @@ CollectiveReducer::~CollectiveReducer() {
 
 void CollectiveReducer::set_steps_per_epoch(int64_t steps) {
   sync_steps_ = static_cast<int64_t>(std::llround(options_.sync_epochs * double(steps)));
-}
-
-void CollectiveReducer::track_parameters(const float *params, size_t count) {
-  params_ = params;
-  params_count_ = count;
 }
 
 Status CollectiveReducer::broadcast_parameters(float *params, size_t count, MemoryKind) {
@@ -160,7 +147,6 @@ Status CollectiveReducer::reduce_gradients(float *grads, size_t count, MemoryKin
     local.contributors = size_;
   } else {
     QUORUM_CHECK(ensure_partial(count));
-    if (options_.delay_compensation > 0) QUORUM_CHECK(compensate(grads, count, memory));
     float *buf = round_buffer(grads, count, memory);
     if (buf != grads) backend_->copy_to_host(buf, grads, count * sizeof(float));
     // Lent: buf is not touched again before the wait returns.
@@ -187,20 +173,6 @@ void CollectiveReducer::gradient_ready(float *grads, size_t offset, size_t count
   buckets_->ready(grads, offset, count, step);
 }
 
-Status CollectiveReducer::compensate(float *grads, size_t count, MemoryKind memory) {
-  if (memory != MemoryKind::Host || params_ == nullptr)
-    return fail(QUORUM_ERR_INVALID_ARG, "reducer",
-                "--delay-compensation needs the parameters and gradients in host memory "
-                "(--backend cpu or ref)");
-  // The control slots after the parameters' gradients are not corrected.
-  const size_t n = std::min(count, params_count_);
-  if (!compensation_)
-    compensation_ =
-        std::make_unique<DelayCompensation>(options_.delay_compensation, options_.carry_weight, n);
-  compensation_->before_post(grads, params_);
-  return kOk;
-}
-
 float *CollectiveReducer::round_buffer(float *grads, size_t count, MemoryKind memory) {
   if (memory != MemoryKind::Cuda) return grads;
   host_.resize(count);
@@ -224,7 +196,6 @@ Status CollectiveReducer::receive_round(float *grads, float *buf, size_t count, 
   const float *in = static_cast<const float *>(sum);
   for (size_t i = 0; i < count; ++i) buf[i] = in[i] * scale;
   if (memory == MemoryKind::Cuda) backend_->copy_to_device(grads, buf, count * sizeof(float));
-  if (compensation_) compensation_->after_round(round.own_fresh != 0);
   info->contributors = round.fresh;
   info->carried = stats.own_carried;
   info->staleness = stats.own_staleness;

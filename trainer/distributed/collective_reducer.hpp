@@ -24,8 +24,6 @@
 // the newest parameters; its data for those steps is skipped. Without it, such
 // a rank stays behind until a synchronous round, and every gradient it
 // computes meanwhile is several steps stale (solo with carry diverged so).
-// delay_compensation: a carried gradient is corrected to first order for the
-// parameters having moved since it was computed (delay_compensation.hpp).
 // sync_epochs: the partial modes reduce synchronously (allreduce) for their
 // first epochs: stale gradients hurt most while the loss still falls fast (at 4
 // ranks, majority with carry diverged in some runs without it; trainer/README.md).
@@ -37,7 +35,6 @@
 
 #include "quorum/quorum.h"
 #include "trainer/backend.hpp"
-#include "trainer/distributed/delay_compensation.hpp"
 #include "trainer/distributed/gradient_buckets.hpp"
 #include "trainer/distributed/imbalance.hpp"
 #include "trainer/gradient_reducer.hpp"
@@ -67,7 +64,6 @@ struct ReducerOptions {
   bool catch_up = true;              // partial: a rank behind skips the steps others already ran
   unsigned activation_delay_us = 0;  // partial: the activating post waits this long for others
   PartialScale scale = PartialScale::World;  // partial: a round's sum to the step's gradient
-  double delay_compensation = 0;  // partial: DC-ASGD-a's lambda0 for carried gradients (0: off)
   size_t bucket_bytes = 0;  // synchronous steps: allreduce in buckets during backward (0: after)
   ImbalanceModel imbalance;
 };
@@ -92,7 +88,6 @@ class CollectiveReducer : public GradientReducer {
   Status sum_over_ranks(double *values, size_t n) override;
   const char *name() const override { return options_.mode.c_str(); }
   void set_steps_per_epoch(int64_t steps) override;
-  void track_parameters(const float *params, size_t count) override;
   // The backend that owns device gradients (copies for the partial modes).
   void set_backend(Backend *backend) { backend_ = backend; }
 
@@ -131,8 +126,6 @@ class CollectiveReducer : public GradientReducer {
   // Where a partial round reads and leaves the gradient: grads itself, or the
   // host staging of device gradients (sized to count).
   float *round_buffer(float *grads, size_t count, MemoryKind memory);
-  // delay_compensation: corrects grads for this rank's last late gradient.
-  Status compensate(float *grads, size_t count, MemoryKind memory);
   // Waits for this rank's next round and leaves its sum / P in grads (through
   // buf, the host staging of device gradients, or grads itself).
   Status receive_round(float *grads, float *buf, size_t count, MemoryKind memory, ReduceInfo *info);
@@ -148,10 +141,6 @@ class CollectiveReducer : public GradientReducer {
   std::vector<float> host_;  // staging of device gradients for partial modes
   std::vector<int64_t> fresh_histogram_;
   std::unique_ptr<GradientBuckets> buckets_;  // bucket_bytes > 0
-  // delay_compensation > 0: the parameters (track_parameters) and the correction.
-  const float *params_ = nullptr;
-  size_t params_count_ = 0;
-  std::unique_ptr<DelayCompensation> compensation_;
   // Layer ranges of step held_step_ held back by an injected delay.
   std::vector<std::pair<size_t, size_t>> held_;
   int64_t held_step_ = -1;

@@ -6,7 +6,7 @@
 // rank a process of this host, host buffers), allreduce uses "shm" at every
 // size unless QUORUM_ALLREDUCE_SHM_AUTO=0 (allreduce_uses_shm, shm/shm_use.cpp). On several hosts
 // with the same number (> 1) of ranks each, allreduce from QUORUM_ALLREDUCE_LARGE_BYTES is
-// hierarchical instead of the ring, and broadcast is hierarchical at every size; other layouts
+// hierarchical instead of the ring, and broadcast and barrier are hierarchical; other layouts
 // keep the flat rule (the choice's info line says why). Each collective's choice can be forced
 // with its knob.
 #include <atomic>
@@ -45,10 +45,13 @@ Knob<std::string> knob_bcast_algo(
 Knob<int64_t> knob_bcast_large_bytes("QUORUM_BCAST_LARGE_BYTES", 1 << 20,
                                      "Broadcast under auto: messages from this size (on more "
                                      "than 2 ranks) use scatter + ring allgather");
-Knob<std::string> knob_barrier_algo("QUORUM_BARRIER_ALGO", "auto",
-                                    "Barrier algorithm over messages: auto or dissemination (with "
-                                    "QUORUM_SIGNATURE_CHECK on, the check's exchange alone)",
-                                    {"auto", "dissemination"});
+Knob<std::string> knob_barrier_algo(
+    "QUORUM_BARRIER_ALGO", "auto",
+    "Barrier algorithm over messages: auto, dissemination or "
+    "hierarchical (only on several hosts with the same number of "
+    "ranks each, more than one, else the default rule applies); "
+    "auto with QUORUM_SIGNATURE_CHECK on: the check's exchange alone",
+    {"auto", "dissemination", "hierarchical"});
 Knob<std::string> knob_allgather_algo("QUORUM_ALLGATHER_ALGO", "auto",
                                       "Allgather algorithm: auto or ring", {"auto", "ring"});
 Knob<std::string> knob_reduce_scatter_algo("QUORUM_REDUCE_SCATTER_ALGO", "auto",
@@ -85,6 +88,10 @@ const std::vector<AlgorithmInfo> &algorithm_table() {
        build_bcast_hierarchical},
       {CollKind::Barrier, "dissemination", "ceil(log2 P) steps of empty messages",
        build_barrier_dissemination},
+      {CollKind::Barrier, "hierarchical",
+       "empty messages to each host's leader, dissemination among the leaders, release: "
+       "2 + ceil(log2 H) steps, only leaders signal across hosts",
+       build_barrier_hierarchical},
       {CollKind::Allgather, "ring", "P-1 steps of n bytes", build_allgather_ring},
       {CollKind::ReduceScatter, "ring", "P-1 steps of n bytes, reduce on receive",
        build_reduce_scatter_ring},
@@ -150,7 +157,7 @@ const char *default_choice(const CollArgs &args, int size, bool shm_ready,
                  ? "scatter_allgather"
                  : "binomial";
     case CollKind::Barrier:
-      return "dissemination";
+      return hierarchy_fit(layout, size) == hier::Fit::kFits ? "hierarchical" : "dissemination";
     case CollKind::Allgather:
       return "ring";
     case CollKind::ReduceScatter:
@@ -211,7 +218,7 @@ Status select_algorithm(const CollArgs &args, int size, const AlgorithmInfo **ou
     // Where a hierarchical allreduce was wanted, say why the flat one runs.
     const bool flat_instead =
         fit != hier::Fit::kFits &&
-        (args.kind == CollKind::Bcast ||
+        (args.kind == CollKind::Bcast || args.kind == CollKind::Barrier ||
          (args.kind == CollKind::Allreduce && std::strcmp(algo->name, "ring") == 0));
     QLOG_INFO("select", "{} of {} B on {} ranks: {} ({}{}{})", coll_kind_name(args.kind),
               args.kind == CollKind::Allreduce || args.kind == CollKind::ReduceScatter

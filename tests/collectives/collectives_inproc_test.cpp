@@ -63,6 +63,14 @@ TEST_P(Collectives, BcastEveryAlgorithm) {
   }
 }
 
+TEST_P(Collectives, BarrierEveryAlgorithm) {
+  for (const char *algo : {"dissemination", "hierarchical"}) {
+    SCOPED_TRACE(algo);
+    test::KnobOverride force("QUORUM_BARRIER_ALGO", algo);
+    test::run_ranks(GetParam(), test::BarrierAndMixedSequence);
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(P, Collectives, ::testing::Range(1, 9),
                          [](const auto &info) { return "P" + std::to_string(info.param); });
 

@@ -12,7 +12,9 @@ Status build_allreduce_hierarchical(Builder &b, const CollArgs &a, TaskId *last)
 Status build_allreduce_rabenseifner(Builder &b, const CollArgs &a, TaskId *last);
 Status build_bcast_binomial(Builder &b, const CollArgs &a, TaskId *last);
 Status build_bcast_scatter_allgather(Builder &b, const CollArgs &a, TaskId *last);
+Status build_bcast_hierarchical(Builder &b, const CollArgs &a, TaskId *last);
 Status build_barrier_dissemination(Builder &b, const CollArgs &a, TaskId *last);
+Status build_barrier_hierarchical(Builder &b, const CollArgs &a, TaskId *last);
 Status build_allgather_ring(Builder &b, const CollArgs &a, TaskId *last);
 Status build_reduce_scatter_ring(Builder &b, const CollArgs &a, TaskId *last);
 

@@ -6,8 +6,9 @@
 // rank a process of this host, host buffers), allreduce uses "shm" at every
 // size unless QUORUM_ALLREDUCE_SHM_AUTO=0 (allreduce_uses_shm, shm/shm_use.cpp). On several hosts
 // with the same number (> 1) of ranks each, allreduce from QUORUM_ALLREDUCE_LARGE_BYTES is
-// hierarchical instead of the ring; other layouts keep the flat rule (the choice's info line says
-// why). Each collective's choice can be forced with its knob.
+// hierarchical instead of the ring, and broadcast and barrier are hierarchical; other layouts
+// keep the flat rule (the choice's info line says why). Each collective's choice can be forced
+// with its knob.
 #include <atomic>
 #include <cstring>
 
@@ -35,16 +36,22 @@ Knob<int64_t> knob_allreduce_large_bytes("QUORUM_ALLREDUCE_LARGE_BYTES", 262144,
                                          "pipelined ring (hierarchical on several hosts with equal "
                                          "numbers of ranks); between the two thresholds "
                                          "Rabenseifner");
-Knob<std::string> knob_bcast_algo("QUORUM_BCAST_ALGO", "auto",
-                                  "Broadcast algorithm: auto, binomial or scatter_allgather",
-                                  {"auto", "binomial", "scatter_allgather"});
+Knob<std::string> knob_bcast_algo(
+    "QUORUM_BCAST_ALGO", "auto",
+    "Broadcast algorithm: auto, binomial, scatter_allgather or hierarchical (across hosts, then "
+    "within them; only on several hosts with the same number of ranks each, more than one, else "
+    "the default rule applies)",
+    {"auto", "binomial", "scatter_allgather", "hierarchical"});
 Knob<int64_t> knob_bcast_large_bytes("QUORUM_BCAST_LARGE_BYTES", 1 << 20,
                                      "Broadcast under auto: messages from this size (on more "
                                      "than 2 ranks) use scatter + ring allgather");
-Knob<std::string> knob_barrier_algo("QUORUM_BARRIER_ALGO", "auto",
-                                    "Barrier algorithm over messages: auto or dissemination (with "
-                                    "QUORUM_SIGNATURE_CHECK on, the check's exchange alone)",
-                                    {"auto", "dissemination"});
+Knob<std::string> knob_barrier_algo(
+    "QUORUM_BARRIER_ALGO", "auto",
+    "Barrier algorithm over messages: auto, dissemination or "
+    "hierarchical (only on several hosts with the same number of "
+    "ranks each, more than one, else the default rule applies); "
+    "auto with QUORUM_SIGNATURE_CHECK on: the check's exchange alone",
+    {"auto", "dissemination", "hierarchical"});
 Knob<std::string> knob_allgather_algo("QUORUM_ALLGATHER_ALGO", "auto",
                                       "Allgather algorithm: auto or ring", {"auto", "ring"});
 Knob<std::string> knob_reduce_scatter_algo("QUORUM_REDUCE_SCATTER_ALGO", "auto",
@@ -75,8 +82,16 @@ const std::vector<AlgorithmInfo> &algorithm_table() {
       {CollKind::Bcast, "scatter_allgather",
        "scatter from the root then ring allgather: 2(P-1)/P n bytes per rank",
        build_bcast_scatter_allgather},
+      {CollKind::Bcast, "hierarchical",
+       "binomial tree among one rank per host (the root's local index), then binomial tree in "
+       "each host; chunked: n bytes across each host's link once",
+       build_bcast_hierarchical},
       {CollKind::Barrier, "dissemination", "ceil(log2 P) steps of empty messages",
        build_barrier_dissemination},
+      {CollKind::Barrier, "hierarchical",
+       "empty messages to each host's leader, dissemination among the leaders, release: "
+       "2 + ceil(log2 H) steps, only leaders signal across hosts",
+       build_barrier_hierarchical},
       {CollKind::Allgather, "ring", "P-1 steps of n bytes", build_allgather_ring},
       {CollKind::ReduceScatter, "ring", "P-1 steps of n bytes, reduce on receive",
        build_reduce_scatter_ring},
@@ -137,11 +152,12 @@ const char *default_choice(const CollArgs &args, int size, bool shm_ready,
       return hierarchy_fit(layout, size) == hier::Fit::kFits ? "hierarchical" : "ring";
     }
     case CollKind::Bcast:
+      if (hierarchy_fit(layout, size) == hier::Fit::kFits) return "hierarchical";
       return size > 2 && args.count >= static_cast<size_t>(knob_bcast_large_bytes.get())
                  ? "scatter_allgather"
                  : "binomial";
     case CollKind::Barrier:
-      return "dissemination";
+      return hierarchy_fit(layout, size) == hier::Fit::kFits ? "hierarchical" : "dissemination";
     case CollKind::Allgather:
       return "ring";
     case CollKind::ReduceScatter:
@@ -182,9 +198,9 @@ Status select_algorithm(const CollArgs &args, int size, const AlgorithmInfo **ou
   if (forced == "hierarchical" && fit != hier::Fit::kFits) {
     forced = "auto";
     hier_refused = true;
-    static std::atomic<bool> warned{false};
-    if (!warned.exchange(true)) {
-      QLOG_WARN("select", "QUORUM_ALLREDUCE_ALGO=hierarchical does not apply ({}): default rule",
+    static std::atomic<bool> warned[16];
+    if (!warned[static_cast<size_t>(args.kind) & 15].exchange(true)) {
+      QLOG_WARN("select", "{}=hierarchical does not apply ({}): default rule", knob->name(),
                 hier::fit_reason(fit));
     }
   }
@@ -200,8 +216,10 @@ Status select_algorithm(const CollArgs &args, int size, const AlgorithmInfo **ou
   auto k = static_cast<size_t>(args.kind) & 15;
   if (last[k].exchange(algo) != algo) {
     // Where a hierarchical allreduce was wanted, say why the flat one runs.
-    const bool flat_instead = args.kind == CollKind::Allreduce &&
-                              std::strcmp(algo->name, "ring") == 0 && fit != hier::Fit::kFits;
+    const bool flat_instead =
+        fit != hier::Fit::kFits &&
+        (args.kind == CollKind::Bcast || args.kind == CollKind::Barrier ||
+         (args.kind == CollKind::Allreduce && std::strcmp(algo->name, "ring") == 0));
     QLOG_INFO("select", "{} of {} B on {} ranks: {} ({}{}{})", coll_kind_name(args.kind),
               args.kind == CollKind::Allreduce || args.kind == CollKind::ReduceScatter
                   ? args.count * dtype_size(args.dtype)

@@ -52,6 +52,20 @@ inline std::vector<int> column(const std::vector<std::vector<int>> &hosts, int l
   return col;
 }
 
+// Where a rank lives: its host's index in `hosts` and its index on that host
+// ({-1, -1} for a rank on no host).
+struct Place {
+  int host = -1, local = -1;
+};
+inline Place locate(const std::vector<std::vector<int>> &hosts, int rank) {
+  for (size_t h = 0; h < hosts.size(); ++h) {
+    for (size_t i = 0; i < hosts[h].size(); ++i) {
+      if (hosts[h][i] == rank) return {static_cast<int>(h), static_cast<int>(i)};
+    }
+  }
+  return {};
+}
+
 }  // namespace hierarchy
 }  // namespace patterns
 }  // namespace quorum

@@ -56,10 +56,18 @@ TEST_P(Collectives, AllreduceEveryAlgorithm) {
 }
 
 TEST_P(Collectives, BcastEveryAlgorithm) {
-  for (const char *algo : {"binomial", "scatter_allgather"}) {
+  for (const char *algo : {"binomial", "scatter_allgather", "hierarchical"}) {
     SCOPED_TRACE(algo);
     test::KnobOverride force("QUORUM_BCAST_ALGO", algo);
     test::run_ranks(GetParam(), test::BcastFromEveryRoot);
+  }
+}
+
+TEST_P(Collectives, BarrierEveryAlgorithm) {
+  for (const char *algo : {"dissemination", "hierarchical"}) {
+    SCOPED_TRACE(algo);
+    test::KnobOverride force("QUORUM_BARRIER_ALGO", algo);
+    test::run_ranks(GetParam(), test::BarrierAndMixedSequence);
   }
 }
 

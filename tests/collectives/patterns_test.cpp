@@ -664,6 +664,21 @@ TEST(Hierarchy, ColumnsPartitionTheRanks) {
   EXPECT_EQ(seen, (std::vector<int>{0, 1, 2, 3, 4, 5}));
 }
 
+TEST(Hierarchy, LocateFindsHostAndLocalIndex) {
+  const std::vector<std::vector<int>> hosts = {{0, 2, 4}, {1, 3, 5}};
+  for (int r = 0; r < 6; ++r) {
+    const hierarchy::Place p = hierarchy::locate(hosts, r);
+    ASSERT_GE(p.host, 0) << "rank " << r;
+    EXPECT_EQ(hosts[p.host][p.local], r);
+    // The rank heads its column's entry for its host.
+    EXPECT_EQ(hierarchy::column(hosts, p.local)[p.host], r);
+  }
+  EXPECT_EQ(hierarchy::locate(hosts, 4).host, 0);
+  EXPECT_EQ(hierarchy::locate(hosts, 4).local, 2);
+  EXPECT_EQ(hierarchy::locate(hosts, 6).host, -1);
+  EXPECT_EQ(hierarchy::locate(hosts, -1).local, -1);
+}
+
 }  // namespace
 }  // namespace patterns
 }  // namespace quorum

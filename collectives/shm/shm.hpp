@@ -67,8 +67,9 @@ bool shm_after_mismatch(const ShmChannel *ch, const CollArgs &a, bool signature_
 
 // A blocking allreduce through the channel, run by the calling thread without
 // a schedule (the small-message fast path); polls `engine` now and then,
-// naps nap_us between polls once the protocol has stalled for spin_ns (the
-// engine's choice: short when ranks share cores), and gives up with
+// naps between polls once the protocol has stalled for spin_ns (the
+// engine's choice: short when ranks share cores) for nap_us at first, longer
+// the longer it waits (memory_nap_us), and gives up with
 // QUORUM_ERR_TIMEOUT after timeout_ms (<= 0: never). a.kind Barrier (one
 // int32 sum): a barrier, whose signature matches no allreduce.
 // seq: the collective's sequence number on the communicator (kNoSequence:

@@ -22,6 +22,7 @@ Status shm_allreduce_inline(ShmChannel *ch, Transport *t, const CollArgs &a, Pro
   // Clocks are read only after polls that moved nothing (in a VM a clock read
   // costs as much as a flag round trip); the deadline starts at the first.
   uint64_t stalled_since = 0;
+  int64_t nap_max_us = -1;  // read at the first nap (not on the fast path)
   std::optional<Deadline> deadline;
   for (unsigned polls = 0;; ++polls) {
     TaskResult r = task.progress(&status);
@@ -53,8 +54,11 @@ Status shm_allreduce_inline(ShmChannel *ch, Transport *t, const CollArgs &a, Pro
                                               : fmt::format("allreduce (shm, count {})", a.count),
                   ch->rank(), timeout_ms, lagging, task.describe());
     }
-    if (now - stalled_since > spin_ns)
-      std::this_thread::sleep_for(std::chrono::microseconds(nap_us));
+    if (now - stalled_since > spin_ns) {
+      if (nap_max_us < 0) nap_max_us = knob_memory_nap_max_us.get();
+      const int64_t us = memory_nap_us(now - stalled_since, nap_us, nap_max_us);
+      std::this_thread::sleep_for(std::chrono::microseconds(us));
+    }
   }
 }
 

@@ -23,8 +23,18 @@ Knob<int64_t> knob_spin_us("QUORUM_SPIN_US", -1,
                            "polling would steal time from the rank it waits for)");
 
 Knob<int64_t> knob_memory_nap_us("QUORUM_MEMORY_NAP_US", 20,
-                                 "Microseconds an idle waiter naps between polls while a task "
-                                 "waits on flags in shared memory (nothing wakes it there)");
+                                 "Microseconds an idle waiter first naps between polls while a "
+                                 "task waits on flags in shared memory (nothing wakes it there); "
+                                 "the naps then grow to 1/16 of the time waited");
+Knob<int64_t> knob_memory_nap_max_us("QUORUM_MEMORY_NAP_MAX_US", 1000,
+                                     "Longest nap (microseconds) of an idle waiter on flags in "
+                                     "shared memory (see QUORUM_MEMORY_NAP_US)");
+
+int64_t memory_nap_us(uint64_t stalled_ns, int64_t first_us, int64_t max_us) {
+  const int64_t first = std::max<int64_t>(1, first_us);
+  const int64_t grown = static_cast<int64_t>(stalled_ns / 16000);
+  return std::max(first, std::min(grown, max_us));
+}
 
 namespace {
 // Longest nap of a waiter whose request is past its deadline (its aborted
@@ -217,7 +227,7 @@ void ProgressEngine::fail_requests_for_dead_peer(int peer) {
   }
 }
 
-void ProgressEngine::sleep_for_events(int max_ms) {
+void ProgressEngine::sleep_for_events(int max_ms, uint64_t idle_ns) {
   int64_t max_us = std::max<int64_t>(0, max_ms) * 1000;
   if (uint64_t timer = timer_ns_.load(); timer != 0) {
     const uint64_t now = now_ns();
@@ -229,7 +239,7 @@ void ProgressEngine::sleep_for_events(int max_ms) {
   }
   if (MemoryWaitGuard::count().load(std::memory_order_relaxed) > 0) {
     // A task waits on shared memory, which no fd reports: nap, then poll again.
-    int64_t us = std::max<int64_t>(1, knob_memory_nap_us.get());
+    int64_t us = memory_nap_us(idle_ns, knob_memory_nap_us.get(), knob_memory_nap_max_us.get());
     std::this_thread::sleep_for(std::chrono::microseconds(std::min<int64_t>(us, max_us + 1)));
     return;
   }
@@ -257,6 +267,9 @@ void ProgressEngine::sleep_for_events(int max_ms) {
 Status ProgressEngine::wait(const RequestPtr &request) {
   waiters_.fetch_add(1);
   const uint64_t spin_ns = spin_ns_;
+  // Only a pass that moved something starts a new spin: a waiter woken
+  // without progress (a nap on shared-memory flags, a bounded sleep) sleeps
+  // again at once instead of polling for spin_ns after every nap.
   uint64_t last_progress = now_ns();
   while (!request->complete()) {
     bool made = progress_once();
@@ -271,8 +284,7 @@ Status ProgressEngine::wait(const RequestPtr &request) {
     // checked). Past the deadline the request waits for its aborted tasks to
     // settle, which events report too: nap rather than spin.
     const int left_ms = request->deadline_.remaining_ms(100);
-    sleep_for_events(left_ms > 0 ? left_ms : kSettleNapMs);
-    last_progress = now_ns();
+    sleep_for_events(left_ms > 0 ? left_ms : kSettleNapMs, now - last_progress);
   }
   if (waiters_.fetch_sub(1) == 1 && thread_running()) done_cv_.notify_all();
   if (request->status() != kOk) restore_last_error(request->detail_);
@@ -324,7 +336,7 @@ void ProgressEngine::thread_main() {
   set_log_rank(rank_);
   if (thread_init_) thread_init_();
   const uint64_t spin_ns = spin_ns_;
-  uint64_t last_progress = now_ns();
+  uint64_t last_progress = now_ns();  // as in wait(): only progress restarts the spin
   while (!stop_.load()) {
     if (waiters_.load() > 0) {
       // A caller is progressing inside wait(): stand back until it is done.
@@ -338,9 +350,9 @@ void ProgressEngine::thread_main() {
       last_progress = now_ns();
       continue;
     }
-    if (now_ns() - last_progress < spin_ns) continue;
-    sleep_for_events(100);
-    last_progress = now_ns();
+    const uint64_t now = now_ns();
+    if (now - last_progress < spin_ns) continue;
+    sleep_for_events(100, now - last_progress);
   }
 }
 

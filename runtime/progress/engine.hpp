@@ -44,6 +44,13 @@ struct ProgressSource {
 // wait: no transport event wakes a sleeping engine for them, so the engine
 // then naps only briefly (QUORUM_MEMORY_NAP_US) instead of sleeping on the fd.
 extern Knob<int64_t> knob_memory_nap_us;
+extern Knob<int64_t> knob_memory_nap_max_us;
+// How long such a waiter naps after `stalled_ns` without progress: first_us,
+// growing to 1/16 of the time stalled (a peer that is late by t is then seen
+// at most about t/16 after it arrives), at most max_us. A fixed short nap
+// would wake the waiter tens of thousands of times a second while a peer
+// computes, taking half a core from ranks that share cores.
+int64_t memory_nap_us(uint64_t stalled_ns, int64_t first_us, int64_t max_us);
 class MemoryWaitGuard {
  public:
   MemoryWaitGuard() = default;
@@ -186,7 +193,9 @@ class ProgressEngine {
   // come; then records its QUORUM_ERR_TIMEOUT naming the ranks waited for
   // and those that did not answer.
   bool report_timeout(Request &req);
-  void sleep_for_events(int max_ms);
+  // idle_ns: how long the caller has made no progress (the nap's length on
+  // shared-memory waits).
+  void sleep_for_events(int max_ms, uint64_t idle_ns);
   void thread_main();
 
   ProgressSource source_;

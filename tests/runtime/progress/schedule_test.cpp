@@ -1,8 +1,12 @@
 // schedule_test.cpp: dependency handling of Schedule (All and Any joins,
-// failures, abort with tasks in flight) and the ProgressEngine's deadlines.
+// failures, abort with tasks in flight) and the ProgressEngine's deadlines
+// and its waits on shared-memory flags (naps that grow, no spin after a nap).
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <chrono>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "runtime/knobs.hpp"
@@ -143,6 +147,74 @@ TEST(Knobs, ParsesOverridesAndReportsBadValues) {
   pt->set_override(std::string("sometimes"));
   EXPECT_NE(pt->error().find("expected one of auto on off"), std::string::npos) << pt->error();
   pt->set_override(std::nullopt);
+}
+
+TEST(ProgressEngine, MemoryNapsGrowWithTheWaitUpToTheCap) {
+  EXPECT_EQ(memory_nap_us(0, 20, 1000), 20);
+  EXPECT_EQ(memory_nap_us(160000, 20, 1000), 20);    // 160 us stalled: still the first nap
+  EXPECT_EQ(memory_nap_us(1600000, 20, 1000), 100);  // 1.6 ms: 1/16 of it
+  EXPECT_EQ(memory_nap_us(200000000, 20, 1000), 1000);
+  EXPECT_EQ(memory_nap_us(200000000, 20, 5), 20);  // a cap below the first nap: the first
+  EXPECT_EQ(memory_nap_us(0, 0, 1000), 1);         // at least 1 us
+}
+
+// Waits on a flag another thread sets, as an shm allreduce waits on a late
+// peer's flags (holding a MemoryWaitGuard while pending); counts its polls.
+class FlagTask : public Task {
+ public:
+  FlagTask(const std::atomic<int> *flag, std::atomic<int> *polls) : flag_(flag), polls_(polls) {}
+  TaskResult progress(Status * /*status*/) override {
+    polls_->fetch_add(1);
+    if (flag_->load(std::memory_order_acquire) != 0) {
+      waiting_.release();
+      return TaskResult::Done;
+    }
+    waiting_.acquire();
+    return TaskResult::Pending;
+  }
+  void cancel(Status /*why*/) override { waiting_.release(); }
+  std::string describe() const override { return "flag"; }
+  int peer() const override { return 1; }
+
+ private:
+  const std::atomic<int> *flag_;
+  std::atomic<int> *polls_;
+  MemoryWaitGuard waiting_;
+};
+
+TEST(ProgressEngine, WaitOnMemoryFlagsNapsInsteadOfPolling) {
+  // A peer 40 ms late: the waiter polls for its spin, then naps (longer and
+  // longer) without spinning again after each nap. Polling throughout would
+  // take tens of thousands of passes; napping takes a few hundred at most.
+  ProgressEngine engine(ProgressSource{}, 0);
+  engine.set_spin(2, 2);
+  std::atomic<int> flag{0}, polls{0};
+  auto sched = std::make_unique<Schedule>("flag wait");
+  sched->add(std::make_unique<FlagTask>(&flag, &polls));
+  auto req = std::make_shared<Request>(std::move(sched), Deadline::after_ms(10000), "flag op");
+  engine.submit(req, true);
+  std::thread late([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(40));
+    flag.store(1, std::memory_order_release);
+  });
+  EXPECT_EQ(engine.wait(req), QUORUM_OK);
+  late.join();
+  EXPECT_TRUE(req->complete());
+  EXPECT_EQ(MemoryWaitGuard::count().load(), 0);
+  EXPECT_LT(polls.load(), 5000) << "the waiter polled instead of napping";
+}
+
+TEST(ProgressEngine, WaitOnMemoryFlagsStillTimesOut) {
+  ProgressEngine engine(ProgressSource{}, 0);
+  std::atomic<int> flag{0}, polls{0};
+  auto sched = std::make_unique<Schedule>("stuck flag");
+  sched->add(std::make_unique<FlagTask>(&flag, &polls));
+  auto req = std::make_shared<Request>(std::move(sched), Deadline::after_ms(50), "stuck flag op");
+  engine.submit(req, true);
+  EXPECT_EQ(engine.wait(req), QUORUM_ERR_TIMEOUT);
+  const std::string e = last_error();
+  EXPECT_NE(e.find("stuck flag op"), std::string::npos) << e;
+  EXPECT_EQ(MemoryWaitGuard::count().load(), 0);
 }
 
 }  // namespace

@@ -16,20 +16,12 @@
 #include "collectives/shm/shm.hpp"
 #include "collectives/shm/shm_path_choice.hpp"
 #include "runtime/knobs.hpp"
+#include "tests/support/one_rank_channel.hpp"
 
 namespace quorum {
 namespace {
 
-std::unique_ptr<ShmChannel> one_rank_channel() {
-  ShmGroup g;
-  g.allgather = [](const void *mine, void *all, size_t bytes) {
-    std::memcpy(all, mine, bytes);
-    return kOk;
-  };
-  std::unique_ptr<ShmChannel> ch;
-  EXPECT_EQ(ShmChannel::create(g, &ch), kOk) << last_error();
-  return ch;
-}
+using test::one_rank_channel;
 
 // A size knob of the channel: -1 derives it from the last-level cache (where
 // the ranks' buffers leave it), from 64 KiB to `max_automatic` (a virtual

@@ -12,20 +12,12 @@
 #include "collectives/algorithms/algorithm.hpp"
 #include "collectives/shm/shm.hpp"
 #include "runtime/knobs.hpp"
+#include "tests/support/one_rank_channel.hpp"
 
 namespace quorum {
 namespace {
 
-std::unique_ptr<ShmChannel> one_rank_channel() {
-  ShmGroup g;
-  g.allgather = [](const void *mine, void *all, size_t bytes) {
-    std::memcpy(all, mine, bytes);
-    return kOk;
-  };
-  std::unique_ptr<ShmChannel> ch;
-  EXPECT_EQ(ShmChannel::create(g, &ch), kOk) << last_error();
-  return ch;
-}
+using test::one_rank_channel;
 
 CollArgs call(CollKind kind) {
   static float buf[4];

@@ -22,7 +22,6 @@
 #include "collectives/patterns/binomial_tree.hpp"
 #include "collectives/patterns/blocks.hpp"
 #include "collectives/patterns/dissemination.hpp"
-#include "collectives/patterns/hierarchy.hpp"
 #include "collectives/patterns/knomial_tree.hpp"
 #include "collectives/patterns/recursive_doubling.hpp"
 #include "collectives/patterns/recursive_halving.hpp"
@@ -634,49 +633,6 @@ TEST(Dissemination, BadArguments) {
   EXPECT_EQ(ds::allgather_send_block(0, 5, 2, 1), 0 - 1);  // last step sends 1 block
   EXPECT_EQ(ds::allgather_send_block(0, 5, 2, 0), 0);
   EXPECT_EQ(ds::allgather_recv_block(0, 5, 0, -1), -1);
-}
-
-TEST(Hierarchy, FitsOnlyUniformLayoutsOfSeveralHostsAndRanks) {
-  namespace h = hierarchy;
-  EXPECT_EQ(h::fit({{0, 1}, {2, 3}}, 4), h::Fit::kFits);
-  EXPECT_EQ(h::fit({{0, 2, 4}, {1, 3, 5}}, 6), h::Fit::kFits);  // interleaved ranks
-  EXPECT_EQ(h::fit({{0, 1}, {2, 3}, {4, 5}}, 6), h::Fit::kFits);
-  EXPECT_EQ(h::fit({{0, 1, 2}, {3}}, 4), h::Fit::kUnevenHosts);
-  EXPECT_EQ(h::fit({{0}, {1, 2, 3}}, 4), h::Fit::kUnevenHosts);
-  EXPECT_EQ(h::fit({{0}, {1}}, 2), h::Fit::kOneRankPerHost);
-  EXPECT_EQ(h::fit({{0, 1, 2, 3}}, 4), h::Fit::kOneHost);
-  EXPECT_EQ(h::fit({}, 4), h::Fit::kOneHost);
-  EXPECT_EQ(h::fit({{0, 1}, {2, 3}}, 5), h::Fit::kUnevenHosts);  // a rank on no host
-  EXPECT_STREQ(h::fit_reason(h::Fit::kUnevenHosts), "hosts with unequal numbers of ranks");
-}
-
-TEST(Hierarchy, ColumnsPartitionTheRanks) {
-  const std::vector<std::vector<int>> hosts = {{0, 2, 4}, {1, 3, 5}};
-  EXPECT_EQ(hierarchy::column(hosts, 0), (std::vector<int>{0, 1}));
-  EXPECT_EQ(hierarchy::column(hosts, 2), (std::vector<int>{4, 5}));
-  EXPECT_TRUE(hierarchy::column(hosts, 3).empty());
-  EXPECT_TRUE(hierarchy::column(hosts, -1).empty());
-  std::vector<int> seen;
-  for (int l = 0; l < 3; ++l) {
-    for (int r : hierarchy::column(hosts, l)) seen.push_back(r);
-  }
-  std::sort(seen.begin(), seen.end());
-  EXPECT_EQ(seen, (std::vector<int>{0, 1, 2, 3, 4, 5}));
-}
-
-TEST(Hierarchy, LocateFindsHostAndLocalIndex) {
-  const std::vector<std::vector<int>> hosts = {{0, 2, 4}, {1, 3, 5}};
-  for (int r = 0; r < 6; ++r) {
-    const hierarchy::Place p = hierarchy::locate(hosts, r);
-    ASSERT_GE(p.host, 0) << "rank " << r;
-    EXPECT_EQ(hosts[p.host][p.local], r);
-    // The rank heads its column's entry for its host.
-    EXPECT_EQ(hierarchy::column(hosts, p.local)[p.host], r);
-  }
-  EXPECT_EQ(hierarchy::locate(hosts, 4).host, 0);
-  EXPECT_EQ(hierarchy::locate(hosts, 4).local, 2);
-  EXPECT_EQ(hierarchy::locate(hosts, 6).host, -1);
-  EXPECT_EQ(hierarchy::locate(hosts, -1).local, -1);
 }
 
 }  // namespace

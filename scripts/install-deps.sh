@@ -6,7 +6,7 @@ set -euo pipefail
 packages=(
   meson ninja-build pkg-config g++ clang-format
   help2man
-  libucx-dev ucx-utils libibverbs-dev rdma-core ibverbs-utils librdmacm-dev
+  libucx-dev ucx-utils
   libhwloc-dev hwloc libpmix-dev libopenmpi-dev openmpi-bin
   libudev-dev
   libgtest-dev libgmock-dev libbenchmark-dev

@@ -1,12 +1,25 @@
 // compute_profiler.cpp: see compute_profiler.hpp.
 #include "trainer/tuner/compute_profiler.hpp"
 
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <memory>
 
 #include "trainer/model.hpp"
 
 namespace quorum::trainer::tuner {
+
+namespace {
+// Whether n timed steps (sum, sum of squares) give their mean to within
+// `precision` of it (standard error of the mean); precision 0: never.
+bool known_to(double sum, double squares, int n, double precision) {
+  if (!(precision > 0) || n < 2) return false;
+  const double mean = sum / n;
+  const double variance = std::max(0.0, (squares - n * mean * mean) / (n - 1));
+  return std::sqrt(variance / n) <= precision * mean;
+}
+}  // namespace
 
 Status estimate_model_bytes(const std::string &model, int batch, double *bytes,
                             size_t *param_count) {
@@ -46,10 +59,12 @@ Status profile_compute(const ProfileOptions &o, Backend *backend, const Dataset 
     std::vector<uint32_t> idx(static_cast<size_t>(b));
     std::vector<float> images(size_t(b) * model->image_size());
     std::vector<int32_t> labels(static_cast<size_t>(b));
-    double timed_seconds = 0;
+    double timed_seconds = 0, timed_squares = 0;
     int timed_steps = 0;
     for (int step = 0; step < o.warmup + o.timed; ++step) {
-      if (timed_steps >= 3 && o.max_seconds > 0 && timed_seconds >= o.max_seconds) break;
+      if (timed_steps >= 3 && ((o.max_seconds > 0 && timed_seconds >= o.max_seconds) ||
+                               known_to(timed_seconds, timed_squares, timed_steps, o.precision)))
+        break;
       for (int i = 0; i < b; ++i) idx[size_t(i)] = uint32_t((size_t(step) * b + i) % train.count);
       const auto t0 = Clock::now();
       assemble_batch(train, idx.data(), b, images.data(), labels.data());
@@ -63,7 +78,8 @@ Status profile_compute(const ProfileOptions &o, Backend *backend, const Dataset 
       backend->sgd_update(n, SgdStep{1e-6, 0.9, 0.0}, model->params(), model->grads(), velocity);
       backend->synchronize();
       if (step >= o.warmup) {
-        timed_seconds += std::chrono::duration<double>(Clock::now() - t0).count();
+        const double took = std::chrono::duration<double>(Clock::now() - t0).count();
+        timed_seconds += took, timed_squares += took * took;
         ++timed_steps;
       }
     }

@@ -4,7 +4,8 @@
 //
 // A step is what quorum-train times as training: assemble and load the batch,
 // forward, loss, backward, SGD update. Each batch size gets `warmup` untimed
-// steps, then `timed` steps whose mean is kept. On several ranks every rank
+// steps, then up to `timed` steps whose mean is kept: fewer (at least 3) once
+// the mean is known to `precision` or the steps took `max_seconds`. On several ranks every rank
 // profiles at once (they share the machine as they will in training) and the
 // slowest rank's time counts, as a synchronous step waits for it.
 #pragma once
@@ -27,6 +28,9 @@ struct ProfileOptions {
   int warmup = 3, timed = 20;
   // Fewer timed steps (at least 3) once they took this long (0: no limit).
   double max_seconds = 0;
+  // ... or once the standard error of their mean is at most this fraction of
+  // it (0: off).
+  double precision = 0;
 };
 
 // Bytes the model's buffers take at local batch `batch`: parameters,

@@ -33,6 +33,7 @@
 #include "trainer/dataset.hpp"
 #include "trainer/distributed/collective_reducer.hpp"
 #include "trainer/distributed/setup_agreement.hpp"
+#include "trainer/trainer.hpp"
 #include "trainer/tuner/allreduce_probe.hpp"
 #include "trainer/tuner/compute_profiler.hpp"
 #include "trainer/tuner/pilot.hpp"
@@ -53,6 +54,9 @@ namespace {
 // The model, data and SGD options are quorum-train's (train_common_options.hpp).
 struct Options : quorum::train_options::CommonOptions {
   std::string scaling = "sqrt";
+  std::string reduce = "sync", imbalance = "none";
+  tu::Reduction reduction = tu::Reduction::Sync;  // of `reduce`
+  unsigned max_staleness = 32;
   double target = 0;  // percent
   int batch_min = 16, batch_max = 1024;
   double grid_factor = 2;
@@ -61,8 +65,8 @@ struct Options : quorum::train_options::CommonOptions {
   int pilot_batch = 64;
   double pilot_max_epochs = 3;
   int evals_per_epoch = 20, noise_every = 2;
-  int profile_steps = 20, profile_warmup = 3;
-  double profile_seconds = 2;
+  int profile_steps = 20, profile_warmup = 2;
+  double profile_seconds = 1, profile_precision = 0.01;
   double price = 0, deadline = 0, budget = 0, memory_mb = 0;
   std::string json_path, plot_path, plot_script = QUORUM_TUNE_PLOT_SCRIPT;
   bool calibrate = true;
@@ -91,8 +95,14 @@ std::string train_flags(const tu::Prediction &p, const Options &o) {
     ref = std::max(1, int(std::lround(p.global_batch * base / p.lr)));
     lr = p.lr * ref / p.global_batch;
   }
-  return fmt::format("--batch {} --lr {:.6g} --lr-reference-batch {} --warmup-epochs {:.3g}",
-                     p.local_batch, lr, ref, p.warmup_epochs);
+  std::string flags =
+      fmt::format("--batch {} --lr {:.6g} --lr-reference-batch {} --warmup-epochs {:.3g}",
+                  p.local_batch, lr, ref, p.warmup_epochs);
+  if (p.ranks > 1 && o.reduction != tu::Reduction::Sync)
+    flags += fmt::format(" --reduce {} --max-staleness {}", tu::reduction_name(o.reduction),
+                         o.max_staleness);
+  if (p.ranks > 1 && o.imbalance != "none") flags += " --imbalance " + o.imbalance;
+  return flags;
 }
 
 }  // namespace
@@ -110,6 +120,18 @@ int main(int argc, char **argv) {
                  "rate for a larger batch: sqrt (lr x sqrt(B / reference), the tuner's recipe) "
                  "or linear (lr x B / reference, the standard one, with warmup)")
       ->check(CLI::IsMember({"sqrt", "linear"}))
+      ->capture_default_str();
+  app.add_option("--reduce", o.reduce,
+                 "reduction to predict on K >= 2: sync, solo or majority (quorum-train's "
+                 "--reduce; the pilot itself reduces synchronously)")
+      ->check(CLI::IsMember({"sync", "solo", "majority"}))
+      ->capture_default_str();
+  app.add_option("--imbalance", o.imbalance,
+                 "the load imbalance to predict under, as quorum-train's --imbalance: none, "
+                 "paper:D[:K|:1-2], slow:R:D or exp:M (ms)")
+      ->capture_default_str();
+  app.add_option("--max-staleness", o.max_staleness,
+                 "solo/majority: a synchronous round every N+1 rounds, as quorum-train's")
       ->capture_default_str();
   app.add_option("--target-accuracy", o.target, "test accuracy to reach, percent (required)")
       ->check(checks::finite())
@@ -155,6 +177,12 @@ int main(int argc, char **argv) {
       ->check(checks::finite())
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
+  app.add_option("--profile-precision", o.profile_precision,
+                 "fewer timed steps (at least 3) per batch size once the standard error of "
+                 "their mean is at most this fraction of it (0: off)")
+      ->check(checks::finite())
+      ->check(CLI::Range(0.0, 1.0))
+      ->capture_default_str();
   app.add_flag("--no-calibrate{false}", o.calibrate,
                "keep the profile's step times as measured (default: scaled to the pilot's "
                "longer measurement at its batch)");
@@ -189,6 +217,10 @@ int main(int argc, char **argv) {
   // Checked here rather than by CLI11's required(), which would name this
   // flag before an unknown one.
   if (app.count("--target-accuracy") == 0) return usage("--target-accuracy is required");
+  (void)tu::parse_reduction(o.reduce, &o.reduction);  // the option checked the name
+  qt::ImbalanceModel imbalance;
+  if (qt::ImbalanceModel::parse(o.imbalance, o.seed, &imbalance) != quorum::kOk)
+    return usage(quorum::last_error());
   if (o.batch_max < o.batch_min)
     return usage(fmt::format("--batch-max {} is below --batch-min {}", o.batch_max, o.batch_min));
   for (const auto &[path, flag] : {std::pair{o.json_path, "--json"}, {o.plot_path, "--plot"}})
@@ -305,7 +337,7 @@ int main(int argc, char **argv) {
   // 1. Compute profile: alone (K = 1 rows), then all ranks at once.
   tu::ProfileOptions po;
   po.model = o.model, po.batches = grid, po.warmup = o.profile_warmup, po.timed = o.profile_steps;
-  po.max_seconds = o.profile_seconds;
+  po.max_seconds = o.profile_seconds, po.precision = o.profile_precision;
   tu::StepProfile alone, together;
   auto show = [&](const char *what) {
     return [&, what](int b, double s) {
@@ -427,6 +459,10 @@ int main(int argc, char **argv) {
   in.ranks = o.ranks;
   in.launched_ranks = world;
   in.price = o.price > 0 ? o.price / 3600 : 1;
+  in.reduction = o.reduction;
+  in.imbalance = imbalance;
+  in.seed = o.seed;
+  in.max_staleness = o.max_staleness;
   in.scaling = scaling;
   in.lr0 = o.lr, in.lr_b0 = o.lr_reference_batch;
   std::vector<tu::Prediction> rows;
@@ -435,6 +471,14 @@ int main(int argc, char **argv) {
       tu::choose(&rows, o.deadline, o.budget, &choice) != quorum::kOk)
     return stop(2, quorum::last_error());
   const double tuning_seconds = elapsed();
+  // What tuning costs against one quorum-train run with its defaults (epochs
+  // and local batch) on the launched ranks: its predicted training time.
+  const qt::TrainConfig defaults;
+  const tu::StepProfile &launched_profile = world > 1 ? together : alone;
+  const double default_run_seconds =
+      double(defaults.epochs) *
+      std::floor(double(data.train.count / size_t(world)) / defaults.batch) *
+      (launched_profile.seconds_at(defaults.batch) + ab.seconds(grad_bytes, world));
   const std::string unit = o.price > 0 ? "price" : "rank-s";
   const auto &c = rows[choice.index];
   if (rank == 0) {
@@ -450,6 +494,11 @@ int main(int argc, char **argv) {
         "%.1f s of it training)\n",
         tuning_seconds, profile_seconds, comm_seconds, pilot_seconds,
         static_cast<long long>(pr.steps), pr.train_seconds);
+    std::printf(
+        "tuning cost: %.0f%% of one default run (%d epochs at local batch %d on %d rank(s): "
+        "%.1f s of training predicted)\n",
+        100 * tuning_seconds / default_run_seconds, defaults.epochs, defaults.batch, world,
+        default_run_seconds);
     std::fflush(stdout);
   }
   if (rank == 0 && (!o.json_path.empty() || !o.plot_path.empty())) {
@@ -460,6 +509,8 @@ int main(int argc, char **argv) {
              {"target_accuracy", o.target},
              {"launched_ranks", world},
              {"lr_scaling", tu::lr_scaling_name(scaling)},
+             {"reduce", tu::reduction_name(o.reduction)},
+             {"imbalance", o.imbalance},
              {"cost_unit", unit},
              {"b_noise", pr.b_noise},
              {"b_noise_error", pr.b_noise_error},
@@ -474,6 +525,7 @@ int main(int argc, char **argv) {
                {"seconds", pilot_seconds}}},
              {"allreduce", {{"alpha", ab.alpha}, {"beta", ab.beta}, {"r2", ab.r2}}},
              {"tuning_seconds", tuning_seconds},
+             {"default_run_seconds", default_run_seconds},
              {"profile_calibration", calibration},
              {"rows", json::array()}};
     for (const auto &r : rows) {

@@ -15,8 +15,8 @@ namespace quorum::tune_report {
 
 void print_table(const std::vector<tu::Prediction> &rows, size_t chosen,
                  const std::string &cost_unit) {
-  std::printf("%7s %3s %6s %8s %6s %10s %11s %6s %9s %9s %12s  %s\n", "B", "K", "b", "lr", "warmup",
-              "tau(ms)", "examples/s", "eff", "steps", "time(s)",
+  std::printf("%7s %3s %6s %8s %6s %10s %11s %6s %6s %9s %9s %12s  %s\n", "B", "K", "b", "lr",
+              "warmup", "tau(ms)", "examples/s", "fresh", "eff", "steps", "time(s)",
               fmt::format("cost({})", cost_unit).c_str(), "flags");
   for (size_t i = 0; i < rows.size(); ++i) {
     const auto &r = rows[i];
@@ -25,9 +25,9 @@ void print_table(const std::vector<tu::Prediction> &rows, size_t chosen,
     if (r.knee) flags += "K";
     if (i == chosen) flags += "*";
     if (r.extrapolated) flags += "x";
-    std::printf("%7d %3d %6d %8.4f %6.2f %10.2f %11.0f %6.3f %9.0f %9.1f %12.4g  %s\n",
+    std::printf("%7d %3d %6d %8.4f %6.2f %10.2f %11.0f %6.2f %6.3f %9.0f %9.1f %12.4g  %s\n",
                 r.global_batch, r.ranks, r.local_batch, r.lr, r.warmup_epochs, 1e3 * r.step_seconds,
-                r.throughput, r.efficiency, r.steps, r.seconds, r.cost, flags.c_str());
+                r.throughput, r.fresh, r.efficiency, r.steps, r.seconds, r.cost, flags.c_str());
   }
   std::printf(
       "flags: P on the time/cost Pareto front, K its knee, * chosen, x extrapolated "
@@ -44,6 +44,7 @@ nlohmann::json row_json(const tu::Prediction &p) {
           {"compute_seconds", p.compute_seconds},
           {"comm_seconds", p.comm_seconds},
           {"throughput", p.throughput},
+          {"fresh", p.fresh},
           {"efficiency", p.efficiency},
           {"steps", p.steps},
           {"seconds", p.seconds},

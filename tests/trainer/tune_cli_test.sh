@@ -5,7 +5,8 @@
 # and each bad input is a clear error that leaves no output file behind:
 # an unreachable target (best accuracy and time spent), a batch range beyond
 # the memory, K above the launched ranks, a deadline nobody meets, a bad
-# --json path.
+# --json path, an unknown imbalance model or reduction. A 2-rank majority run
+# under the paper's imbalance predicts partial rows.
 # Usage: tune_cli_test.sh path/to/quorum-run path/to/quorum-tune
 set -u
 run="$1" bin="$2"
@@ -57,6 +58,28 @@ timeout 120 "$run" -n 2 "$bin" "${small[@]}" --target-accuracy 80 --json "$tmp/t
 grep -q "allreduce on 2 ranks: alpha" "$tmp/out" || fail "2 ranks: no allreduce fit"
 check_json "$tmp/two.json" 2 2>"$tmp/py.err"
 
+# Majority under the paper's imbalance: its K = 2 rows wait less per step
+# than sync's under the same model, hold fewer fresh gradients, and their
+# flags say how to train that way.
+timeout 120 "$run" -n 2 "$bin" "${small[@]}" --target-accuracy 80 --reduce majority \
+  --imbalance paper:20:1-2 --json "$tmp/majority.json" >"$tmp/out" 2>&1 ||
+  fail "majority: $(cat "$tmp/out")"
+check_json "$tmp/majority.json" 2 2>"$tmp/py.err"
+python3 - "$tmp/majority.json" <<'PY' 2>"$tmp/py.err" || fail "majority rows: $(cat "$tmp/py.err")"
+import json, sys
+doc = json.load(open(sys.argv[1]))
+assert doc["reduce"] == "majority" and doc["imbalance"] == "paper:20:1-2", doc["reduce"]
+two = [r for r in doc["rows"] if r["ranks"] == 2]
+for r in two:
+    assert 1 <= r["fresh"] < 2, r
+    # Compute and allreduce alone would be faster: the model adds the waits.
+    assert r["step_seconds"] > r["compute_seconds"] + r["comm_seconds"], r
+    assert "--reduce majority" in r["train_flags"] and "--imbalance paper:20:1-2" in r["train_flags"], r
+for r in doc["rows"]:
+    if r["ranks"] == 1:
+        assert r["fresh"] == 1 and "--reduce" not in r["train_flags"], r
+PY
+
 if /usr/bin/python3 -c "import matplotlib" 2>/dev/null; then
   timeout 120 "$bin" "${small[@]}" --target-accuracy 80 --plot "$tmp/tune.png" >"$tmp/out" 2>&1 ||
     fail "--plot: $(cat "$tmp/out")"
@@ -78,6 +101,10 @@ expect_error "json folder" "does not exist" "${small[@]}" --target-accuracy 80 \
   --json "$tmp/none/x.json"
 expect_error "json is a folder" "is a folder" "${small[@]}" --target-accuracy 80 --json "$tmp"
 expect_error "no target" "--target-accuracy" "${small[@]}"
+expect_error "bad imbalance" "unknown model" "${small[@]}" --target-accuracy 80 \
+  --imbalance lumpy:3 --json "$tmp/no.json"
+expect_error "bad reduction" "--reduce" "${small[@]}" --target-accuracy 80 --reduce half \
+  --json "$tmp/no.json"
 [ -e "$tmp/no.json" ] && fail "a failed run left $tmp/no.json"
 ls "$tmp" | grep -q tmp && fail "a temp file was left: $(ls "$tmp")"
 finish tune_cli

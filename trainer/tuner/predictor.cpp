@@ -11,6 +11,14 @@
 
 namespace quorum::trainer::tuner {
 
+namespace {
+// Enough rounds for a stable mean, fewer on many ranks (a paper-model delay
+// costs O(K) to draw).
+int simulated_rounds(int ranks) {
+  return int(std::clamp(4.0e6 / (double(ranks) * ranks), 200.0, 2000.0));
+}
+}  // namespace
+
 Status predict_all(const PredictorInputs &in, std::vector<Prediction> *out) {
   out->clear();
   if (in.compute.empty() || in.local_batches.empty() || in.ranks.empty() || !(in.steps.s_min > 0) ||
@@ -35,10 +43,17 @@ Status predict_all(const PredictorInputs &in, std::vector<Prediction> *out) {
       const StepProfile &table = k > 1 && !in.compute_many.empty() ? in.compute_many : in.compute;
       p.compute_seconds = table.seconds_at(b, &outside);
       p.comm_seconds = in.allreduce.seconds(in.gradient_bytes, k);
-      p.step_seconds = p.compute_seconds + p.comm_seconds;
+      RoundEstimate round;
+      QUORUM_CHECK(simulate_rounds(in.imbalance, k > 1 ? in.reduction : Reduction::Sync, k,
+                                   p.compute_seconds, p.comm_seconds, simulated_rounds(k), in.seed,
+                                   in.max_staleness, &round));
+      p.step_seconds = round.round_seconds;
+      p.fresh = round.fresh;
       p.throughput = p.global_batch / p.step_seconds;
-      p.efficiency = in.steps.efficiency(p.global_batch);
-      p.steps = in.steps.steps(p.global_batch);
+      // A partial step counts as a synchronous one of its fresh examples.
+      const double effective_batch = std::max(1.0, p.global_batch * round.fresh / k);
+      p.steps = in.steps.steps(effective_batch);
+      p.efficiency = in.steps.steps(in.steps.b0) * in.steps.b0 / (p.steps * p.global_batch);
       if (in.eval_every_examples > 0) {
         const double interval = std::max(1.0, in.eval_every_examples / p.global_batch);
         p.steps = std::ceil(p.steps / interval) * interval;

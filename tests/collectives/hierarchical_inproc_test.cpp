@@ -2,8 +2,8 @@
 // (and the other hierarchical collectives) as threads over inproc on
 // simulated hosts (CommOptions::host_id per rank), P = 2..8: every uniform
 // layout, blocked and interleaved, takes them (forced and by the default
-// rule) with exact results; uneven layouts and one rank per host fall back to
-// the ring.
+// rule) with exact results (every dtype; AVG within the cases' tolerance);
+// uneven layouts and one rank per host fall back to the ring.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -84,7 +84,9 @@ std::string chosen(Communicator &c, CollKind kind) {
 
 class Hierarchical : public ::testing::TestWithParam<int> {};
 
-void check_layouts(int p, const char *mode) {
+// full: every dtype and op of the reduce-scatter (else the table's choice
+// and the allgather only).
+void check_layouts(int p, const char *mode, bool full) {
   for (const Layout &layout : layouts(p)) {
     SCOPED_TRACE(layout.name);
     run_on_hosts(layout, [&](Communicator &c) {
@@ -93,6 +95,7 @@ void check_layouts(int p, const char *mode) {
       EXPECT_EQ(chosen(c, CollKind::Allgather), want) << "rank " << c.rank() << " " << mode;
       EXPECT_EQ(chosen(c, CollKind::ReduceScatter), want) << "rank " << c.rank() << " " << mode;
       test::AllgatherInAndOutOfPlace(c);
+      if (!full) return;
       test::ReduceScatterEveryDtype(c);
       // Mixed with the other hierarchical collectives in one sequence.
       test::BarrierAndMixedSequence(c);
@@ -103,19 +106,20 @@ void check_layouts(int p, const char *mode) {
 TEST_P(Hierarchical, AllgatherAndReduceScatterForced) {
   test::KnobOverride ag("QUORUM_ALLGATHER_ALGO", "hierarchical");
   test::KnobOverride rs("QUORUM_REDUCE_SCATTER_ALGO", "hierarchical");
-  check_layouts(GetParam(), "forced");
+  check_layouts(GetParam(), "forced", true);
 }
 
 TEST_P(Hierarchical, AllgatherAndReduceScatterByDefault) {
-  check_layouts(GetParam(), "auto");
+  check_layouts(GetParam(), "auto", false);
 }
 
-// The hierarchical allreduce, broadcast and barrier on the same layouts.
+// The hierarchical allreduce, broadcast and barrier on the layouts that fit.
 TEST_P(Hierarchical, OtherCollectivesForced) {
   test::KnobOverride ar("QUORUM_ALLREDUCE_ALGO", "hierarchical");
   test::KnobOverride bc("QUORUM_BCAST_ALGO", "hierarchical");
   test::KnobOverride ba("QUORUM_BARRIER_ALGO", "hierarchical");
   for (const Layout &layout : layouts(GetParam())) {
+    if (layout.name == "uneven" || layout.name == "one rank per host") continue;
     SCOPED_TRACE(layout.name);
     run_on_hosts(layout, [](Communicator &c) {
       test::AllreduceEveryDtypeAndOp(c);

@@ -88,7 +88,8 @@ Status Communicator::create(std::unique_ptr<Bootstrap> bootstrap,
   comm->progress_mode_ =
       options.progress_thread.empty() ? knob_progress_thread.get() : options.progress_thread;
   std::vector<HostIdentity> hosts(static_cast<size_t>(comm->size_));
-  HostIdentity me = local_host_identity();
+  HostIdentity me =
+      options.host_id.empty() ? local_host_identity() : host_identity_for(options.host_id);
   QUORUM_CHECK(comm->bootstrap_->allgather(&me, hosts.data(), sizeof(HostIdentity)));
   comm->layout_ = host_layout(hosts, comm->rank_);
   if (comm->size_ > 1) {

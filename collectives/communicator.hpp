@@ -29,6 +29,10 @@ namespace quorum {
 struct CommOptions {
   std::string transport;        // "" = QUORUM_TRANSPORT
   std::string progress_thread;  // "" = QUORUM_PROGRESS_THREAD (auto|on|off)
+  // "" = QUORUM_HOST_ID, else this rank's host identity as that knob would
+  // give it, for this communicator only (tests: ranks as threads on
+  // simulated hosts; its sub-communicators see the real host).
+  std::string host_id;
 };
 
 class Communicator {

@@ -93,11 +93,19 @@ Status query_topology(TopologyInfo *info) {
 }
 
 HostIdentity local_host_identity() {
-  HostIdentity id;
   const std::string override_id = knob_host_id.get();
-  std::string name = override_id.empty() ? hostname() : override_id;
-  id.hash = override_id.empty() ? fnv1a(boot_id(), fnv1a(name)) : fnv1a("id:" + override_id);
+  if (!override_id.empty()) return host_identity_for(override_id);
+  HostIdentity id;
+  std::string name = hostname();
+  id.hash = fnv1a(boot_id(), fnv1a(name));
   std::strncpy(id.hostname, name.c_str(), sizeof(id.hostname) - 1);
+  return id;
+}
+
+HostIdentity host_identity_for(const std::string &host_id) {
+  HostIdentity id;
+  id.hash = fnv1a("id:" + host_id);
+  std::strncpy(id.hostname, host_id.c_str(), sizeof(id.hostname) - 1);
   return id;
 }
 

@@ -41,6 +41,8 @@ struct HostIdentity {
 static_assert(sizeof(HostIdentity) == 64, "HostIdentity travels as 64 bytes");
 
 HostIdentity local_host_identity();
+// The identity QUORUM_HOST_ID=host_id gives (equal ids: one host).
+HostIdentity host_identity_for(const std::string &host_id);
 bool same_host(const HostIdentity &a, const HostIdentity &b);
 
 // The ranks on `rank`'s host (including it), ascending.

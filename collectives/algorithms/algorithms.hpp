@@ -16,6 +16,8 @@ Status build_bcast_hierarchical(Builder &b, const CollArgs &a, TaskId *last);
 Status build_barrier_dissemination(Builder &b, const CollArgs &a, TaskId *last);
 Status build_barrier_hierarchical(Builder &b, const CollArgs &a, TaskId *last);
 Status build_allgather_ring(Builder &b, const CollArgs &a, TaskId *last);
+Status build_allgather_hierarchical(Builder &b, const CollArgs &a, TaskId *last);
 Status build_reduce_scatter_ring(Builder &b, const CollArgs &a, TaskId *last);
+Status build_reduce_scatter_hierarchical(Builder &b, const CollArgs &a, TaskId *last);
 
 }  // namespace quorum

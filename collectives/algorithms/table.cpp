@@ -6,7 +6,8 @@
 // rank a process of this host, host buffers), allreduce uses "shm" at every
 // size unless QUORUM_ALLREDUCE_SHM_AUTO=0 (allreduce_uses_shm, shm/shm_use.cpp). On several hosts
 // with the same number (> 1) of ranks each, allreduce from QUORUM_ALLREDUCE_LARGE_BYTES is
-// hierarchical instead of the ring, and broadcast and barrier are hierarchical; other layouts
+// hierarchical instead of the ring, and broadcast, barrier, allgather and reduce-scatter are
+// hierarchical at every size (the latter two up to 4096 ranks, their tag steps); other layouts
 // keep the flat rule (the choice's info line says why). Each collective's choice can be forced
 // with its knob.
 #include <atomic>
@@ -52,11 +53,18 @@ Knob<std::string> knob_barrier_algo(
     "ranks each, more than one, else the default rule applies); "
     "auto with QUORUM_SIGNATURE_CHECK on: the check's exchange alone",
     {"auto", "dissemination", "hierarchical"});
-Knob<std::string> knob_allgather_algo("QUORUM_ALLGATHER_ALGO", "auto",
-                                      "Allgather algorithm: auto or ring", {"auto", "ring"});
-Knob<std::string> knob_reduce_scatter_algo("QUORUM_REDUCE_SCATTER_ALGO", "auto",
-                                           "Reduce-scatter algorithm: auto or ring",
-                                           {"auto", "ring"});
+Knob<std::string> knob_allgather_algo(
+    "QUORUM_ALLGATHER_ALGO", "auto",
+    "Allgather algorithm: auto, ring or hierarchical (across hosts, then within them; only on "
+    "several hosts with the same number of ranks each, more than one, else the default rule "
+    "applies)",
+    {"auto", "ring", "hierarchical"});
+Knob<std::string> knob_reduce_scatter_algo(
+    "QUORUM_REDUCE_SCATTER_ALGO", "auto",
+    "Reduce-scatter algorithm: auto, ring or hierarchical (within hosts, then across them; only "
+    "on several hosts with the same number of ranks each, more than one, else the default rule "
+    "applies)",
+    {"auto", "ring", "hierarchical"});
 
 const std::vector<AlgorithmInfo> &algorithm_table() {
   static const std::vector<AlgorithmInfo> table = {
@@ -93,8 +101,18 @@ const std::vector<AlgorithmInfo> &algorithm_table() {
        "2 + ceil(log2 H) steps, only leaders signal across hosts",
        build_barrier_hierarchical},
       {CollKind::Allgather, "ring", "P-1 steps of n bytes", build_allgather_ring},
+      {CollKind::Allgather, "hierarchical",
+       "ring among one rank per host (H-1 steps of n bytes), then ring in each host passing "
+       "columns of H blocks (L-1 steps): (H-1) L n bytes across each host's link each way, "
+       "each block once into each other host",
+       build_allgather_hierarchical},
       {CollKind::ReduceScatter, "ring", "P-1 steps of n bytes, reduce on receive",
        build_reduce_scatter_ring},
+      {CollKind::ReduceScatter, "hierarchical",
+       "ring in each host over columns of H blocks (L-1 steps), then ring among one rank per "
+       "host (H-1 steps of n bytes): (H-1) L n bytes across each host's link each way, host "
+       "partial sums only",
+       build_reduce_scatter_hierarchical},
   };
   return table;
 }
@@ -159,9 +177,11 @@ const char *default_choice(const CollArgs &args, int size, bool shm_ready,
     case CollKind::Barrier:
       return hierarchy_fit(layout, size) == hier::Fit::kFits ? "hierarchical" : "dissemination";
     case CollKind::Allgather:
-      return "ring";
     case CollKind::ReduceScatter:
-      return "ring";
+      // Tag steps: P-1 of the 4096 (allgather_hierarchical.cpp).
+      return hierarchy_fit(layout, size) == hier::Fit::kFits && size <= (1 << kTagStepBits)
+                 ? "hierarchical"
+                 : "ring";
     default:
       return "";
   }
@@ -219,6 +239,7 @@ Status select_algorithm(const CollArgs &args, int size, const AlgorithmInfo **ou
     const bool flat_instead =
         fit != hier::Fit::kFits &&
         (args.kind == CollKind::Bcast || args.kind == CollKind::Barrier ||
+         args.kind == CollKind::Allgather || args.kind == CollKind::ReduceScatter ||
          (args.kind == CollKind::Allreduce && std::strcmp(algo->name, "ring") == 0));
     QLOG_INFO("select", "{} of {} B on {} ranks: {} ({}{}{})", coll_kind_name(args.kind),
               args.kind == CollKind::Allreduce || args.kind == CollKind::ReduceScatter

@@ -9,8 +9,13 @@
 # allreduce: forced and chosen by the default rule on 2+2 (every dtype, op and
 # count of the allreduce cases), refused on 3+1; then 16 MiB on 2+2 through
 # the flat ring and the hierarchical one, whose bytes per call on a host's
-# link must be about the message each way (the ring: 1.5x). Skips (77)
-# without root, namespaces or mpirun.
+# link must be about the message each way (the ring: 1.5x). The
+# hierarchical allgather and reduce-scatter: forced on 2+2 (every dtype, in
+# and out of place; auto takes them there in the first run too), refused on
+# 3+1; then 16 MiB of each on 2+2 through the ring and the hierarchical one,
+# whose bytes per call on a host's link must be about half the message each
+# way (the host's half once; the ring 0.75x). Skips (77) without root,
+# namespaces or mpirun.
 set -euo pipefail
 collectives=$1 partial=$2 bench=$3
 source "$(dirname "$0")/common.sh"
@@ -61,14 +66,16 @@ if [ "$rx" -lt "$min" ] || [ "$tx" -lt "$min" ]; then
   echo "FAIL: the allreduce moved less than the message each way across the link"
   exit 1
 fi
-# expect_choice LOG PATTERN WHAT: the ranks' select lines name the algorithm.
+# expect_choice LOG PATTERN WHAT [KIND]: the ranks' select lines for KIND
+# (default allreduce) name the algorithm.
 expect_choice() {
-  if ! grep -q "select: allreduce of .*$2" "$1"; then
+  local kind=${4:-allreduce}
+  if ! grep -q "select: $kind of .*$2" "$1"; then
     echo "FAIL: $3: no select line matching '$2'"
-    grep "select: allreduce" "$1" | sort | uniq | head -n 5
+    grep "select: $kind" "$1" | sort | uniq | head -n 5
     exit 1
   fi
-  echo "== $3: $(grep -m1 -o "select: allreduce of .*$2.*" "$1")"
+  echo "== $3: $(grep -m1 -o "select: $kind of .*$2.*" "$1")"
 }
 
 hfilter=ProcessCollectives.Allreduce:ProcessCollectives.InPlaceOnSomeRanksOnly
@@ -118,5 +125,49 @@ for algo in ring hierarchical; do
     echo "FAIL: $algo moved ${rx}x / ${tx}x the message across the link per call"
     exit 1
   fi
+done
+
+gfilter=ProcessCollectives.Allgather:ProcessCollectives.ReduceScatter
+gfilter+=:ProcessCollectives.MessagesAroundTheSegmentSize
+for layout in "${P}1:2,${P}2:2" "${P}1:3,${P}2:1"; do
+  echo "== hierarchical allgather and reduce-scatter forced on $layout"
+  mpirun_on "$layout" 4 -x QUORUM_ALLGATHER_ALGO=hierarchical \
+    -x QUORUM_REDUCE_SCATTER_ALGO=hierarchical -x QUORUM_LOG_LEVEL=info \
+    "$collectives" --gtest_color=no --gtest_filter="$gfilter" 2>&1 | tee "$work/gather.log" |
+    grep -v "quorum INFO"
+  for kind in allgather reduce_scatter; do
+    if [ "$layout" = "${P}1:2,${P}2:2" ]; then
+      expect_choice "$work/gather.log" "hierarchical (forced by knob)" "$kind forced on 2+2" $kind
+    else
+      expect_choice "$work/gather.log" "ring (default rule; not hierarchical: hosts with unequal" \
+        "$kind forced on 3+1" $kind
+    fi
+  done
+done
+
+# 16 MiB in all (4 MiB per rank), out of place and in place, 1 warm-up + 2
+# timed + 1 checked call each: 8 calls. Host 1 must send and receive the
+# other host's half once per call (8 MiB); the ring passes 3 blocks of 4 MiB
+# each way between the hosts (12 MiB).
+for coll in allgather reduce_scatter; do
+  for algo in ring hierarchical; do
+    knob=QUORUM_ALLGATHER_ALGO
+    [ "$coll" = reduce_scatter ] && knob=QUORUM_REDUCE_SCATTER_ALGO
+    read -r rx1 tx1 < <(link_bytes_each 1)
+    out=$(mpirun_on "${P}1:2,${P}2:2" 4 -x "$knob=$algo" \
+      "$bench" "$coll" -b "$bytes" -e "$bytes" -n 2 -w 1 -c 1 --json)
+    grep -q '"transport":"ucx"' <<<"$out" || { echo "FAIL: $coll $algo: no ucx result"; exit 1; }
+    if grep -q '"wrong":[1-9]' <<<"$out"; then echo "FAIL: $coll $algo: wrong values"; exit 1; fi
+    read -r rx1b tx1b < <(link_bytes_each 1)
+    rx=$(awk -v d=$((rx1b - rx1)) -v m=$((calls * bytes)) 'BEGIN { printf "%.3f", d / m }')
+    tx=$(awk -v d=$((tx1b - tx1)) -v m=$((calls * bytes)) 'BEGIN { printf "%.3f", d / m }')
+    echo "== $coll 16 MiB on 2x2, $algo: ${P}1 received ${rx}x, sent ${tx}x the message per call"
+    if ! awk -v r="$rx" -v t="$tx" -v a="$algo" 'BEGIN {
+        lo = a == "ring" ? 0.72 : 0.5; hi = a == "ring" ? 0.85 : 0.58
+        exit !(r >= lo && r <= hi && t >= lo && t <= hi) }'; then
+      echo "FAIL: $coll $algo moved ${rx}x / ${tx}x the message across the link per call"
+      exit 1
+    fi
+  done
 done
 echo "PASS"

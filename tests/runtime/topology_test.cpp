@@ -51,6 +51,10 @@ TEST(Topology, HostIdOverride) {
   knob_host_id.set_override(std::nullopt);
   EXPECT_STREQ(fake.hostname, "fake-node-7");
   EXPECT_FALSE(same_host(real, fake));
+  // CommOptions::host_id gives the same identity as the knob.
+  EXPECT_TRUE(same_host(host_identity_for("fake-node-7"), fake));
+  EXPECT_EQ(host_identity_for("fake-node-7").hash, fake.hash);
+  EXPECT_FALSE(same_host(host_identity_for("fake-node-8"), fake));
 }
 
 TEST(Topology, LocalRanksAndLayout) {

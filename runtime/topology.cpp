@@ -196,6 +196,12 @@ Status bind_thread_to_cores(const std::vector<int> &cores) {
   hwloc_topology_t t = topology_locked(&why);
   if (t == nullptr) return fail(QUORUM_ERR_INTERNAL, "topology", "{}", why);
   if (cores.empty()) return fail(QUORUM_ERR_INVALID_ARG, "topology", "bind: no cores given");
+  // hwloc's binding calls do nothing (and succeed) on a topology from elsewhere.
+  if (!hwloc_topology_is_thissystem(t)) {
+    return fail(QUORUM_ERR_UNSUPPORTED, "topology",
+                "bind: the topology (QUORUM_TOPOLOGY_XML={}) is not this machine's",
+                g_topology_xml);
+  }
   hwloc_bitmap_t set = hwloc_bitmap_alloc();
   for (int c : cores) {
     hwloc_obj_t core = hwloc_get_obj_by_type(t, HWLOC_OBJ_CORE, static_cast<unsigned>(c));

@@ -79,6 +79,18 @@ const char *net_device_kind_name(NetDeviceKind kind) {
   return "?";
 }
 
+const char *placement_rule_name(PlacementRule rule) {
+  switch (rule) {
+    case PlacementRule::kNearDevice:
+      return "near_device";
+    case PlacementRule::kLastCoreByRank:
+      return "last_core_by_rank";
+    case PlacementRule::kNone:
+      return "none";
+  }
+  return "?";
+}
+
 const char *placement_fallback_text(PlacementFallback why) {
   switch (why) {
     case PlacementFallback::kNone:

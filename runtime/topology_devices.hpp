@@ -46,6 +46,8 @@ enum class PlacementRule {
   kNone,            // no core at all (hwloc saw none)
 };
 
+const char *placement_rule_name(PlacementRule rule);  // "near_device", "last_core_by_rank", "none"
+
 // Why the near-device rule did not apply (kNone when it did).
 enum class PlacementFallback {
   kNone,

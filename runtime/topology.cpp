@@ -39,16 +39,18 @@ std::mutex g_topology_mutex;
 hwloc_topology_t g_topology = nullptr;
 std::string g_topology_error;
 std::string g_topology_xml;  // the QUORUM_TOPOLOGY_XML the loaded topology came from
+bool g_topology_io = false;  // loaded with the I/O objects (PCI, network devices)
 
-// Loads this machine's topology (or the XML file's when `xml` is not empty),
-// keeping the network and OpenFabrics devices and the PCI path to them.
-hwloc_topology_t load_topology(const std::string &xml, std::string *why) {
+// Loads this machine's topology (or the XML file's when `xml` is not empty);
+// with `io`, keeps the network and OpenFabrics devices and the PCI path to
+// them, which costs some milliseconds, so only callers that need devices ask.
+hwloc_topology_t load_topology(const std::string &xml, bool io, std::string *why) {
   hwloc_topology_t t;
   if (hwloc_topology_init(&t) != 0) {
     *why = "hwloc_topology_init failed";
     return nullptr;
   }
-  hwloc_topology_set_io_types_filter(t, HWLOC_TYPE_FILTER_KEEP_IMPORTANT);
+  if (io) hwloc_topology_set_io_types_filter(t, HWLOC_TYPE_FILTER_KEEP_IMPORTANT);
   if (!xml.empty() && hwloc_topology_set_xml(t, xml.c_str()) != 0) {
     *why =
         fmt::format("QUORUM_TOPOLOGY_XML={}: hwloc cannot read it: {}", xml, std::strerror(errno));
@@ -64,18 +66,21 @@ hwloc_topology_t load_topology(const std::string &xml, std::string *why) {
   return t;
 }
 
-// The process-wide topology, loaded on first use and again when
-// QUORUM_TOPOLOGY_XML changes; nullptr with *why on failure.
-hwloc_topology_t topology_locked(std::string *why) {
+// The process-wide topology, loaded on first use, and again when
+// QUORUM_TOPOLOGY_XML changes or the I/O objects are first needed; nullptr
+// with *why on failure.
+hwloc_topology_t topology_locked(std::string *why, bool need_io = false) {
   const std::string xml = knob_topology_xml.get();
-  if (xml != g_topology_xml) {
+  if (xml != g_topology_xml || (need_io && !g_topology_io)) {
     if (g_topology != nullptr) hwloc_topology_destroy(g_topology);
     g_topology = nullptr;
     g_topology_error.clear();
     g_topology_xml = xml;
+    g_topology_io = false;
   }
   if (g_topology == nullptr && g_topology_error.empty()) {
-    g_topology = load_topology(xml, &g_topology_error);
+    g_topology = load_topology(xml, need_io, &g_topology_error);
+    g_topology_io = need_io && g_topology != nullptr;
   }
   *why = g_topology_error;
   return g_topology;
@@ -108,10 +113,10 @@ std::string plural(int n, const char *word) {
 
 }  // namespace
 
-Status with_topology(const std::function<Status(hwloc_topology_t)> &fn) {
+Status with_io_topology(const std::function<Status(hwloc_topology_t)> &fn) {
   std::lock_guard<std::mutex> lock(g_topology_mutex);
   std::string why;
-  hwloc_topology_t t = topology_locked(&why);
+  hwloc_topology_t t = topology_locked(&why, true);
   if (t == nullptr) return fail(QUORUM_ERR_INTERNAL, "topology", "{}", why);
   return fn(t);
 }

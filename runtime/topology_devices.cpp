@@ -148,7 +148,7 @@ ProgressPlacement choose_progress_placement(const DeviceTopology &topo, int loca
 
 Status query_device_topology(DeviceTopology *out) {
   *out = DeviceTopology{};
-  return with_topology([out](hwloc_topology_t t) {
+  return with_io_topology([out](hwloc_topology_t t) {
     out->numa_nodes = hwloc_get_nbobjs_by_type(t, HWLOC_OBJ_NUMANODE);
     out->cores = hwloc_get_nbobjs_by_type(t, HWLOC_OBJ_CORE);
     for (hwloc_obj_t os = hwloc_get_next_osdev(t, nullptr); os != nullptr;

@@ -11,9 +11,10 @@
 
 namespace quorum {
 
-// Runs fn on the process-wide topology (this machine's, or QUORUM_TOPOLOGY_XML's,
-// with network devices and their PCI path kept) while holding its lock; fn must
-// not call back into topology functions. Fails if hwloc could not load it.
-Status with_topology(const std::function<Status(hwloc_topology_t)> &fn);
+// Runs fn on the process-wide topology (this machine's, or QUORUM_TOPOLOGY_XML's)
+// with its I/O objects (network devices and their PCI path; loaded on the first
+// such call) while holding its lock; fn must not call back into topology
+// functions. Fails if hwloc could not load it.
+Status with_io_topology(const std::function<Status(hwloc_topology_t)> &fn);
 
 }  // namespace quorum

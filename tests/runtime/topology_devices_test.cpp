@@ -245,13 +245,25 @@ TEST(TopologyDevices, ThisMachine) {
     EXPECT_EQ(p.rule, PlacementRule::kLastCoreByRank) << describe_placement(p);
     EXPECT_EQ(p.core, topo.cores - 1 - 1 % topo.cores);
   }
-  // And the thread binds there (best effort in a restricted container).
+  // And the thread binds there: to that one core's hardware threads (best
+  // effort; a restricted container may refuse any binding).
+  TopologyInfo info;
+  ASSERT_EQ(query_topology(&info), kOk);
+  Status can_bind = QUORUM_ERR_INTERNAL;
+  std::thread probe([&] { can_bind = bind_thread_to_cores({p.core}); });
+  probe.join();
   knob_bind_progress.set_override("1");
   Status s = QUORUM_ERR_INTERNAL;
-  std::thread t([&] { s = bind_progress_thread(1); });
+  int cpus_after = -1;
+  std::thread t([&] {
+    s = bind_progress_thread(1);
+    cpus_after = allowed_cpu_count();
+  });
   t.join();
   knob_bind_progress.set_override(std::nullopt);
   EXPECT_EQ(s, kOk);
+  if (can_bind != kOk) GTEST_SKIP() << "this machine refuses thread binding";
+  EXPECT_EQ(cpus_after, info.pus / info.cores);
 }
 
 }  // namespace

@@ -203,9 +203,9 @@ Status bind_thread_to_cores(const std::vector<int> &cores) {
   if (cores.empty()) return fail(QUORUM_ERR_INVALID_ARG, "topology", "bind: no cores given");
   // hwloc's binding calls do nothing (and succeed) on a topology from elsewhere.
   if (!hwloc_topology_is_thissystem(t)) {
-    return fail(QUORUM_ERR_UNSUPPORTED, "topology",
-                "bind: the topology (QUORUM_TOPOLOGY_XML={}) is not this machine's",
-                g_topology_xml);
+    return fail(QUORUM_ERR_UNSUPPORTED, "topology", "bind: the topology ({}) is not this machine's",
+                g_topology_xml.empty() ? "hwloc's environment, e.g. HWLOC_XMLFILE"
+                                       : "QUORUM_TOPOLOGY_XML=" + g_topology_xml);
   }
   hwloc_bitmap_t set = hwloc_bitmap_alloc();
   for (int c : cores) {

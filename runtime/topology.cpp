@@ -1,6 +1,8 @@
 // topology.cpp: hwloc queries, host identities and thread binding.
 #include "runtime/topology.hpp"
 
+#include "runtime/topology_hwloc.hpp"
+
 #include <sched.h>
 
 #include <hwloc.h>
@@ -9,6 +11,7 @@
 #include <algorithm>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <mutex>
 
 #include "runtime/log.hpp"
@@ -16,8 +19,16 @@
 namespace quorum {
 
 Knob<bool> knob_bind_progress("QUORUM_BIND_PROGRESS", false,
-                              "Bind each progress thread to one core, counted from the last "
-                              "core by local rank (best effort)");
+                              "Bind each progress thread to one core (best effort): a core of "
+                              "the NUMA node nearest the network device this rank uses "
+                              "(UCX_NET_DEVICES, else the first one hwloc sees), spread by "
+                              "local rank; with no such device or one NUMA node, one core "
+                              "counted from the last by local rank");
+Knob<std::string> knob_topology_xml("QUORUM_TOPOLOGY_XML", "",
+                                    "Read the topology from this hwloc XML file (as written by "
+                                    "lstopo --of xml) instead of this machine; for tests and for "
+                                    "planning another machine's layout. Binding then fails "
+                                    "(logged) since the topology is not this system's");
 Knob<std::string> knob_host_id("QUORUM_HOST_ID", "",
                                "Overrides this process's host identity (default: hostname and "
                                "boot id); ranks with equal ids are treated as sharing a host");
@@ -27,19 +38,49 @@ namespace {
 std::mutex g_topology_mutex;
 hwloc_topology_t g_topology = nullptr;
 std::string g_topology_error;
+std::string g_topology_xml;  // the QUORUM_TOPOLOGY_XML the loaded topology came from
+bool g_topology_io = false;  // loaded with the I/O objects (PCI, network devices)
 
-// The process-wide topology, loaded on first use; nullptr with *why on failure.
-hwloc_topology_t topology_locked(std::string *why) {
+// Loads this machine's topology (or the XML file's when `xml` is not empty);
+// with `io`, keeps the network and OpenFabrics devices and the PCI path to
+// them, which costs some milliseconds, so only callers that need devices ask.
+hwloc_topology_t load_topology(const std::string &xml, bool io, std::string *why) {
+  hwloc_topology_t t;
+  if (hwloc_topology_init(&t) != 0) {
+    *why = "hwloc_topology_init failed";
+    return nullptr;
+  }
+  if (io) hwloc_topology_set_io_types_filter(t, HWLOC_TYPE_FILTER_KEEP_IMPORTANT);
+  if (!xml.empty() && hwloc_topology_set_xml(t, xml.c_str()) != 0) {
+    *why =
+        fmt::format("QUORUM_TOPOLOGY_XML={}: hwloc cannot read it: {}", xml, std::strerror(errno));
+    hwloc_topology_destroy(t);
+    return nullptr;
+  }
+  if (hwloc_topology_load(t) != 0) {
+    *why = fmt::format("hwloc_topology_load{}: {}", xml.empty() ? "" : " of " + xml,
+                       std::strerror(errno));
+    hwloc_topology_destroy(t);
+    return nullptr;
+  }
+  return t;
+}
+
+// The process-wide topology, loaded on first use, and again when
+// QUORUM_TOPOLOGY_XML changes or the I/O objects are first needed; nullptr
+// with *why on failure.
+hwloc_topology_t topology_locked(std::string *why, bool need_io = false) {
+  const std::string xml = knob_topology_xml.get();
+  if (xml != g_topology_xml || (need_io && !g_topology_io)) {
+    if (g_topology != nullptr) hwloc_topology_destroy(g_topology);
+    g_topology = nullptr;
+    g_topology_error.clear();
+    g_topology_xml = xml;
+    g_topology_io = false;
+  }
   if (g_topology == nullptr && g_topology_error.empty()) {
-    hwloc_topology_t t;
-    if (hwloc_topology_init(&t) != 0) {
-      g_topology_error = "hwloc_topology_init failed";
-    } else if (hwloc_topology_load(t) != 0) {
-      g_topology_error = fmt::format("hwloc_topology_load: {}", std::strerror(errno));
-      hwloc_topology_destroy(t);
-    } else {
-      g_topology = t;
-    }
+    g_topology = load_topology(xml, need_io, &g_topology_error);
+    g_topology_io = need_io && g_topology != nullptr;
   }
   *why = g_topology_error;
   return g_topology;
@@ -71,6 +112,14 @@ std::string plural(int n, const char *word) {
 }
 
 }  // namespace
+
+Status with_io_topology(const std::function<Status(hwloc_topology_t)> &fn) {
+  std::lock_guard<std::mutex> lock(g_topology_mutex);
+  std::string why;
+  hwloc_topology_t t = topology_locked(&why, true);
+  if (t == nullptr) return fail(QUORUM_ERR_INTERNAL, "topology", "{}", why);
+  return fn(t);
+}
 
 Status query_topology(TopologyInfo *info) {
   std::lock_guard<std::mutex> lock(g_topology_mutex);
@@ -160,6 +209,12 @@ Status bind_thread_to_cores(const std::vector<int> &cores) {
   hwloc_topology_t t = topology_locked(&why);
   if (t == nullptr) return fail(QUORUM_ERR_INTERNAL, "topology", "{}", why);
   if (cores.empty()) return fail(QUORUM_ERR_INVALID_ARG, "topology", "bind: no cores given");
+  // hwloc's binding calls do nothing (and succeed) on a topology from elsewhere.
+  if (!hwloc_topology_is_thissystem(t)) {
+    return fail(QUORUM_ERR_UNSUPPORTED, "topology", "bind: the topology ({}) is not this machine's",
+                g_topology_xml.empty() ? "hwloc's environment, e.g. HWLOC_XMLFILE"
+                                       : "QUORUM_TOPOLOGY_XML=" + g_topology_xml);
+  }
   hwloc_bitmap_t set = hwloc_bitmap_alloc();
   for (int c : cores) {
     hwloc_obj_t core = hwloc_get_obj_by_type(t, HWLOC_OBJ_CORE, static_cast<unsigned>(c));
@@ -177,20 +232,6 @@ Status bind_thread_to_cores(const std::vector<int> &cores) {
     return fail(QUORUM_ERR_UNSUPPORTED, "topology", "binding the thread to cores failed: {}",
                 std::strerror(err));
   }
-  return kOk;
-}
-
-Status bind_progress_thread(int local_rank) {
-  if (!knob_bind_progress.get()) return kOk;
-  TopologyInfo info;
-  if (query_topology(&info) != kOk || info.cores < 1) return kOk;
-  int core = info.cores - 1 - (std::max(local_rank, 0) % info.cores);
-  if (bind_thread_to_cores({core}) != kOk) {
-    QLOG_WARN("topology", "QUORUM_BIND_PROGRESS: could not bind the progress thread to core {}",
-              core);
-    return kOk;
-  }
-  QLOG_INFO("topology", "progress thread bound to core {}", core);
   return kOk;
 }
 

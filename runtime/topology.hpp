@@ -63,8 +63,9 @@ HostLayout host_layout(const std::vector<HostIdentity> &ids, int rank);
 Status bind_thread_to_cores(const std::vector<int> &cores);
 
 // For the progress thread: if QUORUM_BIND_PROGRESS is on, binds the calling
-// thread to one core, counted from the last one by local rank. Logs a warning
-// and returns kOk when binding fails.
+// thread to the core plan_progress_placement() chooses (topology_devices.hpp):
+// near this rank's network device, else counted from the last by local rank.
+// Logs the choice at info level; logs a warning and returns kOk when binding fails.
 Status bind_progress_thread(int local_rank);
 
 // One line for quorum-info: "host h: 1 package, 1 NUMA node, 2 cores, 2 PUs (hwloc 2.9.0)".
@@ -72,5 +73,6 @@ std::string describe_topology();
 
 extern Knob<bool> knob_bind_progress;
 extern Knob<std::string> knob_host_id;
+extern Knob<std::string> knob_topology_xml;
 
 }  // namespace quorum

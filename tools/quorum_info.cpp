@@ -1,9 +1,11 @@
 // quorum-info: what quorum sees on this machine and in this job: version and
 // build configuration, the bootstrap in use (rank/size), the transports
 // available and the one chosen (with UCX's error mode per peer), the job's
-// layout (the ranks of each host, their leaders), UCX's version and memory
-// types, the topology, and every knob with its value, default, source and
-// help. `--json` prints the same as one JSON object.
+// layout (the ranks of each host, their leaders, and the core and network
+// device each rank's progress thread would be bound near), UCX's version and
+// memory types, the topology with its network devices and their NUMA nodes,
+// and every knob with its value, default, source and help. `--json` prints
+// the same as one JSON object.
 //
 // Run alone it describes a single process; under quorum-run or mpirun it
 // connects like any quorum program (rank 0 prints unless --all-ranks).
@@ -26,7 +28,10 @@
 #include "transports/transport.hpp"
 
 #if __has_include("runtime/topology.hpp")
+#include <cstring>
+
 #include "runtime/topology.hpp"
+#include "runtime/topology_devices.hpp"
 #define QUORUM_INFO_HAVE_TOPOLOGY 1
 #endif
 
@@ -81,6 +86,59 @@ json ucx_facts() {
   return j;
 }
 
+#ifdef QUORUM_INFO_HAVE_TOPOLOGY
+json placement_json(const quorum::ProgressPlacement &p) {
+  return json{{"core", p.core},
+              {"numa_node", p.numa_node},
+              {"device", p.device},
+              {"rule", quorum::placement_rule_name(p.rule)},
+              {"fallback", quorum::placement_fallback_text(p.fallback)},
+              {"summary", quorum::describe_placement(p)}};
+}
+
+// One rank's placement as fixed-size bytes, for the allgather.
+struct PlacementWire {
+  int32_t core = -1;
+  int32_t numa_node = -1;
+  int32_t rule = 0;
+  int32_t fallback = 0;
+  char device[48] = {};
+};
+
+// The core and device each rank's progress thread would use, gathered on
+// every rank (each rank plans for its own host and local rank).
+json gather_placements(quorum::Communicator &comm, int local_rank) {
+  quorum::ProgressPlacement mine;
+  PlacementWire wire;
+  if (quorum::plan_progress_placement(local_rank, &mine) == quorum::kOk) {
+    wire.core = mine.core;
+    wire.numa_node = mine.numa_node;
+    wire.rule = static_cast<int32_t>(mine.rule);
+    wire.fallback = static_cast<int32_t>(mine.fallback);
+    std::strncpy(wire.device, mine.device.c_str(), sizeof(wire.device) - 1);
+  } else {
+    wire.rule = static_cast<int32_t>(quorum::PlacementRule::kNone);
+  }
+  std::vector<PlacementWire> all(comm.size());
+  if (comm.allgather(&wire, all.data(), sizeof(wire)) != quorum::kOk) {
+    return json{{"error", quorum::last_error()}};
+  }
+  json list = json::array();
+  for (int r = 0; r < comm.size(); ++r) {
+    quorum::ProgressPlacement p;
+    p.core = all[r].core;
+    p.numa_node = all[r].numa_node;
+    p.rule = static_cast<quorum::PlacementRule>(all[r].rule);
+    p.fallback = static_cast<quorum::PlacementFallback>(all[r].fallback);
+    p.device = all[r].device;
+    json j = placement_json(p);
+    j["rank"] = r;
+    list.push_back(j);
+  }
+  return list;
+}
+#endif
+
 json topology_facts() {
 #ifdef QUORUM_INFO_HAVE_TOPOLOGY
   json j;
@@ -96,6 +154,17 @@ json topology_facts() {
   }
   j["summary"] = quorum::describe_topology();
   j["hostname"] = quorum::local_host_identity().hostname;
+  quorum::DeviceTopology devices;
+  if (quorum::query_device_topology(&devices) == quorum::kOk) {
+    json list = json::array();
+    for (const auto &d : devices.devices) {
+      list.push_back({{"name", d.name},
+                      {"kind", quorum::net_device_kind_name(d.kind)},
+                      {"numa_nodes", d.numa_nodes},
+                      {"cores", d.cores}});
+    }
+    j["net_devices"] = list;
+  }
   return j;
 #else
   return nullptr;
@@ -156,6 +225,9 @@ json job_facts(bool connect, int *rank_out, bool *ok) {
                  {"leaders", layout.leaders},
                  {"host_index", layout.host_index},
                  {"local_rank", layout.local_rank}};
+#ifdef QUORUM_INFO_HAVE_TOPOLOGY
+  j["progress_placement"] = gather_placements(*comm, layout.local_rank);
+#endif
   if (comm->finalize() != quorum::kOk) {
     j["transport"]["finalize_error"] = quorum::last_error();
     *ok = false;
@@ -177,6 +249,34 @@ void print_layout(const json &layout) {
              layout["hosts"].size(), hosts,
              fmt::join(layout["leaders"].get<std::vector<int>>(), ","),
              layout["host_index"].get<int>(), layout["local_rank"].get<int>());
+}
+
+// "net devices    : eth1 (network, NUMA node 1), mlx5_0 (openfabrics, NUMA node 0)".
+void print_net_devices(const json &devices) {
+  std::string list;
+  for (const auto &d : devices) {
+    auto nodes = d["numa_nodes"].get<std::vector<int>>();
+    list += fmt::format("{}{} ({}, NUMA node{} {})", list.empty() ? "" : ", ",
+                        d["name"].get<std::string>(), d["kind"].get<std::string>(),
+                        nodes.size() == 1 ? "" : "s",
+                        nodes.empty() ? "?" : fmt::format("{}", fmt::join(nodes, ",")));
+  }
+  fmt::print("net devices    : {}\n", list.empty() ? "none seen by hwloc" : list);
+}
+
+// One line per rank: where its progress thread would be bound.
+void print_placements(const json &placements) {
+  if (placements.is_object()) {
+    fmt::print("progress cores : unknown: {}\n", text_or(placements, "error", "?"));
+    return;
+  }
+  quorum::KnobBase *bind = quorum::find_knob("QUORUM_BIND_PROGRESS");
+  const bool bound = bind != nullptr && bind->value_text() == "1";
+  fmt::print("progress cores : where each rank's progress thread goes{}\n",
+             bound ? "" : " (bound only with QUORUM_BIND_PROGRESS=1)");
+  for (const auto &p : placements) {
+    fmt::print("  rank {}: {}\n", p["rank"].get<int>(), p["summary"].get<std::string>());
+  }
 }
 
 void print_text(const json &info) {
@@ -215,6 +315,7 @@ void print_text(const json &info) {
     }
   }
   if (info.contains("layout")) print_layout(info["layout"]);
+  if (info.contains("progress_placement")) print_placements(info["progress_placement"]);
 
   const json &u = info["ucx"];
   std::string mem;
@@ -236,6 +337,7 @@ void print_text(const json &info) {
     fmt::print("topology       : (not in this build)\n");
   } else {
     fmt::print("topology       : {}\n", text_or(topo, "summary", text_or(topo, "error", "?")));
+    if (topo.contains("net_devices")) print_net_devices(topo["net_devices"]);
   }
 
   fmt::print("\nknobs ({}; set as environment variables):\n", info["knobs"].size());

@@ -4,7 +4,8 @@
 // when given); bad flags must fail clearly. quorum-info must list every knob
 // the library declares, and its --json must parse.
 //
-// Paths come as arguments: --bench=, --info=, --quorum-run=, --mpirun= (may be empty).
+// Paths come as arguments: --bench=, --info=, --quorum-run=, --mpirun= (may be
+// empty), --topologies= (the hwloc XML files of tests/runtime/topologies).
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -22,7 +23,7 @@
 
 namespace {
 
-std::string g_bench, g_info, g_run, g_mpirun;
+std::string g_bench, g_info, g_run, g_mpirun, g_topologies;
 
 struct Result {
   int status = -1;  // exit status, or -1 if it did not exit normally
@@ -355,6 +356,81 @@ TEST(QuorumInfo, TwoRanksUnderQuorumRun) {
   EXPECT_EQ(info["layout"]["hosts"], nlohmann::json::parse("[[0,1]]")) << info.dump();
   EXPECT_EQ(info["layout"]["leaders"], nlohmann::json::parse("[0]")) << info.dump();
   EXPECT_EQ(info["layout"]["local_rank"].get<int>(), 0);
+  // Each rank's progress core, gathered from both, on this machine's cores.
+  ASSERT_TRUE(info["progress_placement"].is_array()) << info.dump();
+  ASSERT_EQ(info["progress_placement"].size(), 2u) << info.dump();
+  for (int r = 0; r < 2; ++r) {
+    const auto &p = info["progress_placement"][r];
+    EXPECT_EQ(p["rank"].get<int>(), r);
+    EXPECT_GE(p["core"].get<int>(), 0) << p.dump();
+    EXPECT_LT(p["core"].get<int>(), info["topology"]["cores"].get<int>()) << p.dump();
+  }
+  EXPECT_TRUE(info["topology"]["net_devices"].is_array()) << info.dump();
+}
+
+// rank 0's JSON from quorum-run's "[0] "-prefixed output.
+nlohmann::json rank0_json(const std::string &out) {
+  std::string body;
+  std::istringstream in(out);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("[0] ", 0) == 0) body += line.substr(4) + "\n";
+  }
+  return nlohmann::json::parse(body);
+}
+
+// Three ranks on a host whose only NIC (eth1, from an hwloc XML file) hangs
+// below NUMA node 1: each rank's progress thread goes to a core of node 1.
+TEST(QuorumInfo, ProgressCoresNearTheNicUnderQuorumRun) {
+  if (g_run.empty() || access(g_run.c_str(), X_OK) != 0) GTEST_SKIP() << "no quorum-run";
+  ASSERT_FALSE(g_topologies.empty()) << "needs --topologies=";
+  std::string xml = g_topologies + "/two-numa-nic-on-node1.xml";
+  // lo carries the traffic here; UCX's warning that eth1 does not exist would
+  // come through quorum-run's prefixed stdout, hence UCX_LOG_LEVEL.
+  Result r = run("env QUORUM_TOPOLOGY_XML=" + quote(xml) +
+                 " UCX_NET_DEVICES=lo,eth1 UCX_LOG_LEVEL=error " + quorum_run(3) + " " +
+                 quote(g_info) + " --json");
+  ASSERT_EQ(r.status, 0) << r.out << r.err;
+  auto info = rank0_json(r.out);
+  EXPECT_EQ(info["topology"]["numa_nodes"].get<int>(), 2) << info["topology"].dump();
+  EXPECT_EQ(info["topology"]["net_devices"],
+            nlohmann::json::parse(R"([{"name":"eth1","kind":"network","numa_nodes":[1],)"
+                                  R"("cores":[2,3]}])"));
+  ASSERT_EQ(info["progress_placement"].size(), 3u) << info.dump();
+  const int expected_core[] = {3, 2, 3};  // node 1's cores from its last, by local rank
+  for (int rank = 0; rank < 3; ++rank) {
+    const auto &p = info["progress_placement"][rank];
+    EXPECT_EQ(p["rule"], "near_device") << p.dump();
+    EXPECT_EQ(p["device"], "eth1") << p.dump();
+    EXPECT_EQ(p["numa_node"].get<int>(), 1) << p.dump();
+    EXPECT_EQ(p["core"].get<int>(), expected_core[rank]) << p.dump();
+  }
+  // Text output: the device with its NUMA node, one line per rank.
+  Result text =
+      run("env QUORUM_TOPOLOGY_XML=" + quote(xml) +
+          " UCX_NET_DEVICES=lo,eth1 UCX_LOG_LEVEL=error " + quorum_run(2) + " " + quote(g_info));
+  ASSERT_EQ(text.status, 0) << text.out << text.err;
+  EXPECT_NE(text.out.find("eth1 (network, NUMA node 1)"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("rank 1: core 2 (NUMA node 1, near eth1)"), std::string::npos)
+      << text.out;
+}
+
+TEST(QuorumInfo, ProgressCoreFallsBackWithoutNetDevices) {
+  ASSERT_FALSE(g_topologies.empty()) << "needs --topologies=";
+  Result r = run("env QUORUM_TOPOLOGY_XML=" + quote(g_topologies + "/two-numa-no-devices.xml") +
+                 " " + quote(g_info) + " --json");
+  ASSERT_EQ(r.status, 0) << r.err;
+  auto info = nlohmann::json::parse(r.out);
+  EXPECT_TRUE(info["topology"]["net_devices"].empty()) << info["topology"].dump();
+  ASSERT_EQ(info["progress_placement"].size(), 1u) << info.dump();
+  EXPECT_EQ(info["progress_placement"][0]["rule"], "last_core_by_rank");
+  EXPECT_EQ(info["progress_placement"][0]["core"].get<int>(), 3);
+  // An unreadable file: the topology reports the error instead of numbers.
+  Result bad = run("env QUORUM_TOPOLOGY_XML=/nonexistent.xml " + quote(g_info) + " --json");
+  auto broken = nlohmann::json::parse(bad.out);
+  EXPECT_NE(broken["topology"]["error"].get<std::string>().find("/nonexistent.xml"),
+            std::string::npos)
+      << broken["topology"].dump();
 }
 
 }  // namespace
@@ -371,6 +447,7 @@ int main(int argc, char **argv) {
     if (a.rfind("--info=", 0) == 0) g_info = value("--info");
     if (a.rfind("--quorum-run=", 0) == 0) g_run = value("--quorum-run");
     if (a.rfind("--mpirun=", 0) == 0) g_mpirun = value("--mpirun");
+    if (a.rfind("--topologies=", 0) == 0) g_topologies = value("--topologies");
   }
   if (g_bench.empty() || g_info.empty()) {
     std::fprintf(stderr, "usage: %s --bench=PATH --info=PATH [--quorum-run=PATH] [--mpirun=PATH]\n",

@@ -3,6 +3,7 @@
 #
 #   perf/tune_validate.sh [--build DIR] [--target ACC] [--train-limit N] [--test-limit N]
 #                         [--seeds "1 2 3"] [--evals-per-epoch E] [--max-epochs N] [--out DIR]
+#                         [--reduce sync|solo|majority] [--imbalance SPEC]
 #   perf/tune_validate.sh --report-only --out DIR   (the comparison again, from DIR's logs)
 #
 # 1. quorum-tune on 2 ranks (quorum-run -n 2, --ranks 1,2) predicts time and
@@ -12,6 +13,10 @@
 #    interior K = 1 batches and two K = 2 configurations (sync allreduce), each
 #    with the learning rate and warmup the tuner gives, once per seed, until
 #    the first test evaluation at or above ACC% (the run is then stopped).
+#    With --reduce/--imbalance the tuner predicts that reduction under that
+#    injected imbalance, and the K = 2 runs train that way (its flags).
+#    Then one quorum-train run with its defaults (5 epochs at batch 64) on 2
+#    ranks, timed whole, against which the tuning's own time is set.
 # 3. It prints per configuration the predicted and measured (median over
 #    seeds) time and cost to the target with the error of each, and the mean
 #    and worst error; also the steps to the target, predicted and measured
@@ -22,7 +27,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=build target=85 train_limit=20000 test_limit=2000 seeds="1 2 3" evals=20 max_epochs=12
-out="" report_only=0
+out="" report_only=0 reduce=sync imbalance=none
 while [ $# -gt 0 ]; do
   case "$1" in
     --build) build="$2"; shift 2 ;;
@@ -34,6 +39,8 @@ while [ $# -gt 0 ]; do
     --max-epochs) max_epochs="$2"; shift 2 ;;
     --out) out="$2"; shift 2 ;;
     --report-only) report_only=1; shift ;;
+    --reduce) reduce="$2"; shift 2 ;;
+    --imbalance) imbalance="$2"; shift 2 ;;
     *) echo "tune_validate.sh: unknown option $1 (see the header)" >&2; exit 2 ;;
   esac
 done
@@ -48,16 +55,27 @@ echo "tune_validate: target ${target}%, ${train_limit} training / ${test_limit} 
 
 # 1. Predictions.
 if [ "$report_only" = 0 ]; then
-start=$(date +%s)
+start=$(date +%s.%N)
 "$build/tools/quorum-run" -n 2 "$build/tools/quorum-tune" "${data[@]}" --target-accuracy "$target" \
   --batch-min 16 --batch-max 512 --ranks 1,2 --evals-per-epoch "$evals" \
+  --reduce "$reduce" --imbalance "$imbalance" \
   --json "$out/tune.json" >"$out/tune.txt" 2>"$out/tune.err" ||
   { echo "quorum-tune failed:"; tail -5 "$out/tune.err"; exit 1; }
-echo "quorum-tune took $(($(date +%s) - start)) s" >&2
+tuning_s=$(awk -v a="$start" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
+echo "quorum-tune took ${tuning_s} s in all" >&2
 grep -E "^\[0\] (choice|run it|tuning)" "$out/tune.txt" | sed 's/^\[0\] //' >&2
+# A default run on the same ranks and data, timed whole as the tuning was.
+start=$(date +%s.%N)
+"$build/tools/quorum-run" -n 2 "$build/tools/quorum-train" "${data[@]}" --progress-every 0 \
+  >"$out/default_run.txt" 2>&1 || { echo "the default run failed:"; tail -5 "$out/default_run.txt"; exit 1; }
+default_s=$(awk -v a="$start" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
+echo "a default run (quorum-train, 5 epochs at batch 64, 2 ranks) took ${default_s} s in all;" \
+  "quorum-tune took ${tuning_s} s in all: $(awk -v t="$tuning_s" -v d="$default_s" 'BEGIN { printf "%.0f", 100 * t / d }')% of it" |
+  tee "$out/tuning_cost.txt" >&2
 fi
 
-# 2. The configurations: "K b lr ref warmup predicted_s predicted_cost label" lines.
+# 2. The configurations: "K b lr ref warmup predicted_s predicted_cost label
+#    predicted_steps extra_flags" lines (extra: comma-joined, "-" for none).
 "$py" - "$out/tune.json" >"$out/configs.txt" <<'PY'
 import json, math, sys
 doc = json.load(open(sys.argv[1]))
@@ -65,9 +83,12 @@ rows = doc["rows"]
 def flags(r):
     return r["ranks"], r["local_batch"]
 def train_args(r):
-    # quorum-tune's own quorum-train flags for the row: rate, reference batch, warmup.
+    # quorum-tune's own quorum-train flags for the row: rate, reference batch,
+    # warmup, and the reduction flags (a comma-joined field; "-" for none).
     f = r["train_flags"].split()
-    return f[f.index("--lr") + 1], f[f.index("--lr-reference-batch") + 1], f[f.index("--warmup-epochs") + 1]
+    extra = f[f.index("--warmup-epochs") + 2:]
+    return (f[f.index("--lr") + 1], f[f.index("--lr-reference-batch") + 1],
+            f[f.index("--warmup-epochs") + 1], ",".join(extra) or "-")
 one = sorted((r for r in rows if r["ranks"] == 1), key=lambda r: r["global_batch"])
 two = sorted((r for r in rows if r["ranks"] == 2), key=lambda r: r["global_batch"])
 picked = []
@@ -86,9 +107,9 @@ for r in one[1:-1]:
 add(min(two, key=lambda r: r["seconds"]), "K2-fastest")
 add(two[len(two) // 2 - 1], "K2-interior")
 for r, label in picked:
-    lr, ref, warmup = train_args(r)
+    lr, ref, warmup, extra = train_args(r)
     print(r["ranks"], r["local_batch"], lr, ref, warmup,
-          f"{r['seconds']:.4f}", f"{r['cost']:.4f}", label, f"{r['steps']:.0f}")
+          f"{r['seconds']:.4f}", f"{r['cost']:.4f}", label, f"{r['steps']:.0f}", extra)
 PY
 
 # The training seconds and step of the first evaluation at or above the
@@ -110,13 +131,18 @@ first_at_target() {
 # Trains one configuration until the first evaluation at or above the
 # target; prints its training seconds and step there (or "never").
 train_to_target() {
-  local k="$1" b="$2" lr="$3" ref="$4" warmup="$5" seed="$6" log="$7"
+  local k="$1" b="$2" lr="$3" ref="$4" warmup="$5" seed="$6" log="$7" extra="$8"
   rm -f "$log"
   local cmd=("$build/tools/quorum-train" "${data[@]}" --batch "$b" --lr "$lr"
     --lr-reference-batch "$ref" --warmup-epochs "$warmup" --epochs "$max_epochs"
     --evals-per-epoch "$evals" --seed "$seed" --log "$log" --log-every 0 --progress-every 0)
+  if [ "$extra" != - ]; then
+    local flags
+    IFS=, read -r -a flags <<<"$extra"
+    cmd+=("${flags[@]}")
+  fi
   if [ "$k" -gt 1 ]; then
-    cmd=("$build/tools/quorum-run" -n "$k" "${cmd[@]}" --reduce sync)
+    cmd=("$build/tools/quorum-run" -n "$k" "${cmd[@]}")
   fi
   "${cmd[@]}" </dev/null >"$log.out" 2>&1 &
   local pid=$!
@@ -139,7 +165,7 @@ train_to_target() {
 # 3. Train (or, with --report-only, read the earlier runs' logs) and compare.
 if [ "$report_only" = 1 ]; then
   : >"$out/measured.txt"
-  while read -r k b lr ref warmup pred_s pred_c label pred_steps; do
+  while read -r k b lr ref warmup pred_s pred_c label pred_steps extra; do
     for log in "$out"/train_k"${k}"_b"${b}"_s*.log; do
       seed=${log##*_s}
       s=$(first_at_target "$log")
@@ -148,9 +174,9 @@ if [ "$report_only" = 1 ]; then
   done <"$out/configs.txt"
 else
 : >"$out/measured.txt"
-while read -r k b lr ref warmup pred_s pred_c label pred_steps; do
+while read -r k b lr ref warmup pred_s pred_c label pred_steps extra; do
   for seed in $seeds; do
-    s=$(train_to_target "$k" "$b" "$lr" "$ref" "$warmup" "$seed" "$out/train_k${k}_b${b}_s${seed}.log")
+    s=$(train_to_target "$k" "$b" "$lr" "$ref" "$warmup" "$seed" "$out/train_k${k}_b${b}_s${seed}.log" "$extra")
     echo "$k $b $seed $s" >>"$out/measured.txt"
     echo "  K=$k b=$b ($label) seed $seed: ${s% *} s (step ${s#* }) to ${target}% (predicted ${pred_s} s)" >&2
   done
@@ -169,7 +195,7 @@ for k, b, seed, s, *st in (l.split() for l in open(sys.argv[2])):
 print(f"predicted vs measured time and cost to {sys.argv[3]}% (median over seeds; cost = time x K rank-s)")
 print(f"{'config':>14} {'B':>5} {'K':>2} {'b':>4} {'pred s':>8} {'meas s':>8} {'runs':>22} {'time err':>9} {'pred cost':>9} {'meas cost':>9} {'cost err':>9} {'pred steps':>10} {'meas steps':>10} {'steps err':>9}")
 terr, cerr, serr = [], [], []
-for k, b, lr, ref, warmup, ps, pc, label, pst in configs:
+for k, b, lr, ref, warmup, ps, pc, label, pst, *_ in configs:
     runs = meas.get((k, b), [])
     ok = [x for x in runs if x is not None]
     ps, pc = float(ps), float(pc)

@@ -63,7 +63,7 @@ struct Options : quorum::train_options::CommonOptions {
   std::vector<int> ranks;
   bool extrapolate = false;
   int pilot_batch = 64;
-  double pilot_max_epochs = 3;
+  double pilot_max_epochs = 3, pilot_screen = 0.1;
   int evals_per_epoch = 20, noise_every = 2;
   int profile_steps = 20, profile_warmup = 2;
   double profile_seconds = 1, profile_precision = 0.01;
@@ -158,6 +158,14 @@ int main(int argc, char **argv) {
                  "the pilot gives up (target unreachable) after this many epochs")
       ->check(checks::finite())
       ->check(CLI::Range(0.01, 1000.0))
+      ->capture_default_str();
+  app.add_option("--pilot-screen", o.pilot_screen,
+                 "a pilot evaluation scores this fraction of the test set (at least 500 "
+                 "examples) first and stops "
+                 "there while that is 4 points or more below the target (1: every evaluation "
+                 "scores the whole set)")
+      ->check(checks::finite())
+      ->check(CLI::Range(0.01, 1.0))
       ->capture_default_str();
   app.add_option("--evals-per-epoch", o.evals_per_epoch,
                  "pilot test evaluations per epoch (as quorum-train's; predictions count steps "
@@ -392,6 +400,7 @@ int main(int argc, char **argv) {
   pilot.momentum = o.momentum, pilot.weight_decay = o.weight_decay, pilot.seed = o.seed;
   pilot.target_accuracy = o.target / 100, pilot.evals_per_epoch = o.evals_per_epoch;
   pilot.max_epochs = o.pilot_max_epochs, pilot.noise_every = o.noise_every;
+  pilot.screen_fraction = o.pilot_screen;
   say(fmt::format("pilot: batch {} ({} per rank), lr {:.4g}, until {:.2f}% (at most {} epochs)", b0,
                   o.pilot_batch, pilot.lr, o.target, o.pilot_max_epochs));
   qt::LocalGradientReducer local;
@@ -420,11 +429,12 @@ int main(int argc, char **argv) {
                                pr.noise_samples));
   say(fmt::format(
       "pilot reached {:.2f}% at step {} ({:.2f} epochs, {:.1f} s training + {:.1f} s "
-      "evaluating); B_noise near the target {:.0f} +- {:.0f} (the last {} of {} samples; "
-      "over the whole pilot {:.0f}, smoothed at its end {:.0f})",
+      "evaluating, {} of {} evaluations stopped at the screen); B_noise near the target {:.0f} "
+      "+- {:.0f} (the last {} of {} samples; over the whole pilot {:.0f}, smoothed at its end "
+      "{:.0f})",
       o.target, pr.steps, double(pr.steps) / double(pr.steps_per_epoch), pr.train_seconds,
-      pr.eval_seconds, pr.b_noise, pr.b_noise_error, pr.late_samples, pr.noise_samples,
-      pr.b_noise_whole, pr.b_noise_ema));
+      pr.eval_seconds, pr.screened_out, pr.evaluations, pr.b_noise, pr.b_noise_error,
+      pr.late_samples, pr.noise_samples, pr.b_noise_whole, pr.b_noise_ema));
 
   // The profile gives the shape of step time against the batch from a few
   // seconds per batch; the pilot timed quorum-train's own step at its batch
@@ -522,6 +532,9 @@ int main(int argc, char **argv) {
                {"steps", pr.steps},
                {"steps_per_epoch", pr.steps_per_epoch},
                {"train_seconds", pr.train_seconds},
+               {"eval_seconds", pr.eval_seconds},
+               {"evaluations", pr.evaluations},
+               {"screened_out", pr.screened_out},
                {"seconds", pilot_seconds}}},
              {"allreduce", {{"alpha", ab.alpha}, {"beta", ab.beta}, {"r2", ab.r2}}},
              {"tuning_seconds", tuning_seconds},

@@ -72,8 +72,8 @@ int main(int argc, char **argv) {
       ->check(checks::batch_size())
       ->capture_default_str();
   app.add_option("--target-accuracy", target_accuracy,
-                 "--batch auto: stop at the first epoch end whose test accuracy reaches this, "
-                 "percent")
+                 "stop at the first epoch end whose test accuracy reaches this, percent "
+                 "(--batch auto: the target the tuner chooses for)")
       ->check(checks::finite())
       ->check(CLI::Range(0.1, 100.0));
   app.add_option("--warmup-epochs", cfg.warmup_epochs, "linear warmup to the scaled rate")
@@ -305,10 +305,10 @@ int main(int argc, char **argv) {
                 {"test_limit", test_limit},
                 {"train_examples", data.train.count},
                 {"test_examples", data.test.count}};
+  if (target_accuracy > 0) run_info["target_accuracy"] = target_accuracy;
   if (batch_auto)
-    run_info.update({{"batch_policy", "auto"},
-                     {"target_accuracy", target_accuracy},
-                     {"lr_recipe", tu::lr_scaling_name(tu::LrScaling::Sqrt)}});
+    run_info.update(
+        {{"batch_policy", "auto"}, {"lr_recipe", tu::lr_scaling_name(tu::LrScaling::Sqrt)}});
   if (dist) {
     dist->set_backend(backend.get());
     reducer = dist.get();
@@ -358,6 +358,8 @@ int main(int argc, char **argv) {
     }
     cfg.batch = tuner.plan().batch;
     cfg.batch_policy = &tuner;
+  } else if (target_accuracy > 0) {
+    cfg.stop_accuracy = target_accuracy / 100;
   }
   qt::TrainResult result;
   // On failure the peers may be gone or stuck elsewhere: free the partial

@@ -44,11 +44,7 @@ CLI::Validator batch_size() {
 }
 
 std::string batch_auto_misuse(const CLI::App &app, bool automatic, const std::string &mode) {
-  if (!automatic)
-    return app.count("--target-accuracy") > 0
-               ? "--target-accuracy applies to --batch auto only (a fixed --batch trains all "
-                 "its --epochs)"
-               : "";
+  if (!automatic) return "";
   if (app.count("--target-accuracy") == 0)
     return "--batch auto needs --target-accuracy (the test accuracy, percent, the tuner "
            "trains to)";

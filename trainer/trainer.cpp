@@ -513,6 +513,11 @@ Status train(const TrainConfig &cfg, Backend *backend, const DataSplit &data,
       result->stopped_by_policy = true;
       break;
     }
+    // Every rank scored the same (summed) test set: all stop here together.
+    if (cfg.stop_accuracy > 0 && rep.complete && rep.test_accuracy >= cfg.stop_accuracy) {
+      result->reached_stop_accuracy = true;
+      break;
+    }
   }
   model->read_params(&result->params);
   return kOk;

@@ -37,6 +37,9 @@ struct TrainConfig {
   // params with d = min(ema_decay, (1 + t) / (10 + t)).
   double ema_decay = 0.0;
   std::string resume_path;  // "" = start fresh
+  // Stop at the first complete epoch whose test accuracy reaches this
+  // fraction (0: train every epoch).
+  double stop_accuracy = 0;
   // Chooses each epoch's batch and rate (--batch auto): `batch`, `lr`,
   // `lr_reference_batch`, `warmup_epochs` and `lr_decay` are then unused. Not owned.
   BatchPolicy *batch_policy = nullptr;
@@ -125,7 +128,8 @@ struct TrainResult {
   // SIGINT/SIGTERM (stop_signal.hpp) stopped it at a step boundary, after the
   // checkpoint was written: the signal, else 0.
   int stopped_by_signal = 0;
-  bool stopped_by_policy = false;  // the batch policy ended the training (its target reached)
+  bool stopped_by_policy = false;      // the batch policy ended the training (its target reached)
+  bool reached_stop_accuracy = false;  // an epoch reached config.stop_accuracy
 };
 
 // Trains `config` on `data` (train and test split) with `backend`, reducing

@@ -7,7 +7,8 @@
 # a run stopped mid-epoch and resumed keeps the tuner's state (no second
 # profile, the same batch, the epoch's remaining steps, and, where both runs
 # decided alike, the uninterrupted run's parameters); and the bad
-# combinations are clear errors. perf/plot_training.py reads its logs.
+# combinations are clear errors; a fixed batch with --target-accuracy stops at
+# the first epoch end that reaches it. perf/plot_training.py reads its logs.
 # Usage: batch_auto_test.sh path/to/quorum-run path/to/quorum-train path/to/plot_training.py
 set -u
 run="$1" bin="$2" plot="$3"
@@ -127,8 +128,24 @@ expect_error "auto resumes fixed" "cannot resume a run with --batch auto" "${aut
 expect_error "fixed resumes auto" "resumes only with --batch auto" --data synthetic \
   --train-limit 2048 --test-limit 256 --epochs 3 --resume "$tmp/ckpt"
 expect_error "no target" "--batch auto needs --target-accuracy" --data synthetic --batch auto
-expect_error "target without auto" "--target-accuracy applies to --batch auto only" \
-  --data synthetic --target-accuracy 90
+# A fixed batch with a target stops at the first epoch end that reaches it
+# (at this slow rate synthetic data passes 40% in its second epoch, not its
+# first), and trains every epoch when none does.
+for target in 40 90; do
+  timeout 60 "$bin" --data synthetic --train-limit 2048 --test-limit 256 --epochs 3 --lr 0.0005 \
+    --target-accuracy "$target" --progress-every 0 --log "$tmp/target$target.log" \
+    >"$tmp/out" 2>&1 || fail "fixed batch to $target%: $(cat "$tmp/out")"
+done
+python3 - "$tmp/target40.log" "$tmp/target90.log" <<'PY' 2>"$tmp/py.err" ||
+import json, sys
+def epochs(path):
+    return [r for r in map(json.loads, open(path)) if r["event"] == "epoch"]
+reached, never = epochs(sys.argv[1]), epochs(sys.argv[2])
+assert len(reached) == 2, reached
+assert reached[0]["test_accuracy"] < 0.4 <= reached[1]["test_accuracy"], reached
+assert len(never) == 3 and max(r["test_accuracy"] for r in never) < 0.9, never
+PY
+  fail "fixed batch with a target: $(cat "$tmp/py.err")"
 expect_error "bad batch" "give a batch size from 1 to 65536, or auto" --data synthetic \
   --batch automatic
 expect_error "partial" "--batch auto reduces with sync only" "${auto[@]}" --reduce solo

@@ -83,6 +83,7 @@ print(",".join(str(r["batch"]) for r in map(json.loads, open(sys.argv[1]))
 PY
 )
   launch "${common[@]}" --seed "$seed" --batch "$batch" --lr "$lr" --lr-reference-batch "$global" \
+    --target-accuracy "$target" \
     --log "$out/fixed_$seed.log" >"$out/fixed_$seed.out" 2>&1 </dev/null ||
     { echo "fixed run failed:"; tail -5 "$out/fixed_$seed.out"; exit 1; }
   a=$(seconds_to_target "$out/auto_$seed.log") f=$(seconds_to_target "$out/fixed_$seed.log")

@@ -104,28 +104,32 @@ grep -q "hierarchical does not apply (hosts with unequal numbers of ranks)" "$wo
 expect_choice "$work/uneven.log" "ring (default rule; not hierarchical: hosts with unequal" \
   "forced on 3+1"
 
-# 16 MiB float32 sum, 1 warm-up + 2 timed + 1 checked call, out of place and
-# in place: 8 calls. Bytes host 1 sent and received per call, over the message.
+# 16 MiB, 1 warm-up + 2 timed + 1 checked call, out of place and in place:
+# 8 calls. crossing_check COLL KNOB ALGO LO HI: quorum-bench COLL on 2x2 with
+# KNOB=ALGO gives right values, and host 1 received and sent between LO and HI
+# times the message per call across its link.
 bytes=$((16 << 20)) calls=8
-for algo in ring hierarchical; do
+crossing_check() {
+  local coll=$1 knob=$2 algo=$3 lo=$4 hi=$5 rx1 tx1 rx1b tx1b rx tx out
   read -r rx1 tx1 < <(link_bytes_each 1)
-  out=$(mpirun_on "${P}1:2,${P}2:2" 4 -x QUORUM_ALLREDUCE_ALGO=$algo \
-    "$bench" -b "$bytes" -e "$bytes" -n 2 -w 1 -c 1 --json)
-  grep -q '"transport":"ucx"' <<<"$out" || { echo "FAIL: $algo: no ucx result line"; exit 1; }
-  if grep -q '"wrong":[1-9]' <<<"$out"; then echo "FAIL: $algo: wrong values"; exit 1; fi
+  out=$(mpirun_on "${P}1:2,${P}2:2" 4 -x "$knob=$algo" \
+    "$bench" "$coll" -b "$bytes" -e "$bytes" -n 2 -w 1 -c 1 --json)
+  grep -q '"transport":"ucx"' <<<"$out" || { echo "FAIL: $coll $algo: no ucx result"; exit 1; }
+  if grep -q '"wrong":[1-9]' <<<"$out"; then echo "FAIL: $coll $algo: wrong values"; exit 1; fi
   read -r rx1b tx1b < <(link_bytes_each 1)
   rx=$(awk -v d=$((rx1b - rx1)) -v m=$((calls * bytes)) 'BEGIN { printf "%.3f", d / m }')
   tx=$(awk -v d=$((tx1b - tx1)) -v m=$((calls * bytes)) 'BEGIN { printf "%.3f", d / m }')
-  echo "== allreduce 16 MiB on 2x2, $algo: ${P}1 received ${rx}x, sent ${tx}x the message per call"
-  # At least the message each way; the hierarchical one about that (headers
-  # and TCP/IP framing add a few percent), the ring 1.5x.
-  if ! awk -v r="$rx" -v t="$tx" -v a="$algo" 'BEGIN {
-      lo = a == "ring" ? 1.45 : 1.0; hi = a == "ring" ? 1.7 : 1.15
-      exit !(r >= lo && r <= hi && t >= lo && t <= hi) }'; then
-    echo "FAIL: $algo moved ${rx}x / ${tx}x the message across the link per call"
+  echo "== $coll 16 MiB on 2x2, $algo: ${P}1 received ${rx}x, sent ${tx}x the message per call"
+  if ! awk -v r="$rx" -v t="$tx" -v lo="$lo" -v hi="$hi" \
+    'BEGIN { exit !(r >= lo && r <= hi && t >= lo && t <= hi) }'; then
+    echo "FAIL: $coll $algo moved ${rx}x / ${tx}x the message across the link per call"
     exit 1
   fi
-done
+}
+# Allreduce: at least the message each way; the hierarchical one about that
+# (headers and TCP/IP framing add a few percent), the ring 1.5x.
+crossing_check allreduce QUORUM_ALLREDUCE_ALGO ring 1.45 1.7
+crossing_check allreduce QUORUM_ALLREDUCE_ALGO hierarchical 1.0 1.15
 
 gfilter=ProcessCollectives.Allgather:ProcessCollectives.ReduceScatter
 gfilter+=:ProcessCollectives.MessagesAroundTheSegmentSize
@@ -145,29 +149,11 @@ for layout in "${P}1:2,${P}2:2" "${P}1:3,${P}2:1"; do
   done
 done
 
-# 16 MiB in all (4 MiB per rank), out of place and in place, 1 warm-up + 2
-# timed + 1 checked call each: 8 calls. Host 1 must send and receive the
-# other host's half once per call (8 MiB); the ring passes 3 blocks of 4 MiB
-# each way between the hosts (12 MiB).
-for coll in allgather reduce_scatter; do
-  for algo in ring hierarchical; do
-    knob=QUORUM_ALLGATHER_ALGO
-    [ "$coll" = reduce_scatter ] && knob=QUORUM_REDUCE_SCATTER_ALGO
-    read -r rx1 tx1 < <(link_bytes_each 1)
-    out=$(mpirun_on "${P}1:2,${P}2:2" 4 -x "$knob=$algo" \
-      "$bench" "$coll" -b "$bytes" -e "$bytes" -n 2 -w 1 -c 1 --json)
-    grep -q '"transport":"ucx"' <<<"$out" || { echo "FAIL: $coll $algo: no ucx result"; exit 1; }
-    if grep -q '"wrong":[1-9]' <<<"$out"; then echo "FAIL: $coll $algo: wrong values"; exit 1; fi
-    read -r rx1b tx1b < <(link_bytes_each 1)
-    rx=$(awk -v d=$((rx1b - rx1)) -v m=$((calls * bytes)) 'BEGIN { printf "%.3f", d / m }')
-    tx=$(awk -v d=$((tx1b - tx1)) -v m=$((calls * bytes)) 'BEGIN { printf "%.3f", d / m }')
-    echo "== $coll 16 MiB on 2x2, $algo: ${P}1 received ${rx}x, sent ${tx}x the message per call"
-    if ! awk -v r="$rx" -v t="$tx" -v a="$algo" 'BEGIN {
-        lo = a == "ring" ? 0.72 : 0.5; hi = a == "ring" ? 0.85 : 0.58
-        exit !(r >= lo && r <= hi && t >= lo && t <= hi) }'; then
-      echo "FAIL: $coll $algo moved ${rx}x / ${tx}x the message across the link per call"
-      exit 1
-    fi
-  done
-done
+# Allgather and reduce-scatter, 16 MiB in all (4 MiB per rank): host 1 must
+# send and receive the other host's half once per call (8 MiB); the ring
+# passes 3 blocks of 4 MiB each way between the hosts (12 MiB).
+crossing_check allgather QUORUM_ALLGATHER_ALGO ring 0.72 0.85
+crossing_check allgather QUORUM_ALLGATHER_ALGO hierarchical 0.5 0.58
+crossing_check reduce_scatter QUORUM_REDUCE_SCATTER_ALGO ring 0.72 0.85
+crossing_check reduce_scatter QUORUM_REDUCE_SCATTER_ALGO hierarchical 0.5 0.58
 echo "PASS"

@@ -96,6 +96,7 @@ class Builder {
 
   int rank() const { return rank_; }
   int size() const { return size_; }
+  CollKind kind() const { return kind_; }
   uint64_t tag(int step) const { return make_tag(kind_, seq_, static_cast<uint64_t>(step)); }
   uint64_t seq() const { return seq_; }
 

@@ -20,4 +20,8 @@ Status build_allgather_hierarchical(Builder &b, const CollArgs &a, TaskId *last)
 Status build_reduce_scatter_ring(Builder &b, const CollArgs &a, TaskId *last);
 Status build_reduce_scatter_hierarchical(Builder &b, const CollArgs &a, TaskId *last);
 
+// A hierarchical algorithm's host layout; INTERNAL if the table chose it on a
+// layout that does not fit (patterns/hierarchy.hpp), which it never should.
+Status hierarchical_layout(const Builder &b, const HostLayout **out);
+
 }  // namespace quorum

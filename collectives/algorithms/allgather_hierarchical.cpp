@@ -28,11 +28,8 @@ namespace ring = patterns::ring;
 
 Status build_allgather_hierarchical(Builder &b, const CollArgs &a, TaskId *last) {
   namespace hier = patterns::hierarchy;
-  const HostLayout *layout = b.layout();
-  if (!layout || hier::fit(layout->hosts, b.size()) != hier::Fit::kFits) {
-    return fail(QUORUM_ERR_INTERNAL, "allgather", "hierarchical on a layout that does not fit ({})",
-                layout ? hier::fit_reason(hier::fit(layout->hosts, b.size())) : "no layout");
-  }
+  const HostLayout *layout = nullptr;
+  QUORUM_CHECK(hierarchical_layout(b, &layout));
   if (b.size() > (1 << kTagStepBits)) {
     return fail(QUORUM_ERR_INTERNAL, "allgather", "hierarchical on {} ranks (at most {})", b.size(),
                 1 << kTagStepBits);

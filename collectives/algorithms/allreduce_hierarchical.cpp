@@ -148,11 +148,8 @@ struct GroupRing {
 
 Status build_allreduce_hierarchical(Builder &b, const CollArgs &a, TaskId *last) {
   namespace hier = patterns::hierarchy;
-  const HostLayout *layout = b.layout();
-  if (!layout || hier::fit(layout->hosts, b.size()) != hier::Fit::kFits) {
-    return fail(QUORUM_ERR_INTERNAL, "allreduce", "hierarchical on a layout that does not fit ({})",
-                layout ? hier::fit_reason(hier::fit(layout->hosts, b.size())) : "no layout");
-  }
+  const HostLayout *layout = nullptr;
+  QUORUM_CHECK(hierarchical_layout(b, &layout));
   const size_t es = dtype_size(a.dtype);
   const uint8_t *in = static_cast<const uint8_t *>(a.send);
   uint8_t *out = static_cast<uint8_t *>(a.recv);

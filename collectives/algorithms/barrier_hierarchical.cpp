@@ -19,11 +19,8 @@ namespace dis = patterns::dissemination;
 
 Status build_barrier_hierarchical(Builder &b, const CollArgs &, TaskId *last) {
   namespace hier = patterns::hierarchy;
-  const HostLayout *layout = b.layout();
-  if (!layout || hier::fit(layout->hosts, b.size()) != hier::Fit::kFits) {
-    return fail(QUORUM_ERR_INTERNAL, "barrier", "hierarchical on a layout that does not fit ({})",
-                layout ? hier::fit_reason(hier::fit(layout->hosts, b.size())) : "no layout");
-  }
+  const HostLayout *layout = nullptr;
+  QUORUM_CHECK(hierarchical_layout(b, &layout));
   const std::vector<int> &local = layout->local;
   const int leader = local.front();
   const std::vector<int> leaders = hier::column(layout->hosts, 0);

@@ -42,11 +42,8 @@ struct GroupTree {
 
 Status build_bcast_hierarchical(Builder &b, const CollArgs &a, TaskId *last) {
   namespace hier = patterns::hierarchy;
-  const HostLayout *layout = b.layout();
-  if (!layout || hier::fit(layout->hosts, b.size()) != hier::Fit::kFits) {
-    return fail(QUORUM_ERR_INTERNAL, "bcast", "hierarchical on a layout that does not fit ({})",
-                layout ? hier::fit_reason(hier::fit(layout->hosts, b.size())) : "no layout");
-  }
+  const HostLayout *layout = nullptr;
+  QUORUM_CHECK(hierarchical_layout(b, &layout));
   const hier::Place root = hier::locate(layout->hosts, a.root);
   if (root.host < 0) return fail(QUORUM_ERR_INVALID_ARG, "bcast", "root {} on no host", a.root);
   // Tag steps: half of the 4096 for each phase, one step per chunk.

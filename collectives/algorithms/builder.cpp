@@ -1,5 +1,7 @@
 // builder.cpp: adding leaf tasks to a collective's schedule.
 #include "collectives/algorithms/algorithm.hpp"
+#include "collectives/algorithms/algorithms.hpp"
+#include "collectives/patterns/hierarchy.hpp"
 #include "collectives/tasks.hpp"
 
 namespace quorum {
@@ -70,6 +72,16 @@ TaskId Builder::nop(TaskIds deps, Schedule::Join join) {
 uint8_t *Builder::scratch(size_t bytes) {
   leases_.push_back(scratch_.acquire(bytes));
   return leases_.back().data();
+}
+
+Status hierarchical_layout(const Builder &b, const HostLayout **out) {
+  namespace hier = patterns::hierarchy;
+  *out = b.layout();
+  if (*out == nullptr || hier::fit((*out)->hosts, b.size()) != hier::Fit::kFits)
+    return fail(QUORUM_ERR_INTERNAL, coll_kind_name(b.kind()),
+                "hierarchical on a layout that does not fit ({})",
+                *out ? hier::fit_reason(hier::fit((*out)->hosts, b.size())) : "no layout");
+  return kOk;
 }
 
 }  // namespace quorum

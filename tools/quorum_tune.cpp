@@ -160,10 +160,10 @@ int main(int argc, char **argv) {
       ->check(CLI::Range(0.01, 1000.0))
       ->capture_default_str();
   app.add_option("--pilot-screen", o.pilot_screen,
-                 "a pilot evaluation scores this fraction of the test set (at least 500 "
-                 "examples) first and stops "
-                 "there while that is 4 points or more below the target (1: every evaluation "
-                 "scores the whole set)")
+                 "a pilot evaluation scores this fraction of the test set first, then three "
+                 "times it, then the whole, and stops once the part scored lies 3 standard "
+                 "errors from the target (parts under 200 examples are skipped; 1: every "
+                 "evaluation scores the whole set)")
       ->check(checks::finite())
       ->check(CLI::Range(0.01, 1.0))
       ->capture_default_str();
@@ -429,7 +429,8 @@ int main(int argc, char **argv) {
                                pr.noise_samples));
   say(fmt::format(
       "pilot reached {:.2f}% at step {} ({:.2f} epochs, {:.1f} s training + {:.1f} s "
-      "evaluating, {} of {} evaluations stopped at the screen); B_noise near the target {:.0f} "
+      "evaluating, {} of {} evaluations decided on part of the test set); B_noise near the target "
+      "{:.0f} "
       "+- {:.0f} (the last {} of {} samples; over the whole pilot {:.0f}, smoothed at its end "
       "{:.0f})",
       o.target, pr.steps, double(pr.steps) / double(pr.steps_per_epoch), pr.train_seconds,

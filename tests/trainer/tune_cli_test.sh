@@ -52,12 +52,15 @@ timeout 120 "$bin" "${small[@]}" --target-accuracy 80 --json "$tmp/one.json" >"$
 grep -q "^choice: global batch" "$tmp/out" || fail "one process: no choice line"
 grep -q "pilot reached 80.00% at step" "$tmp/out" || fail "one process: no pilot report"
 check_json "$tmp/one.json" 1 2>"$tmp/py.err"
-# The pilot's screen skips most of each early evaluation, yet it stops at the
-# same step as a pilot that scores the whole test set every time.
-screened=$(sed -n 's/.*\(pilot reached 80.00% at step [0-9]*\).* \([0-9]*\) of [0-9]* evaluations stopped.*/\1 \2/p' "$tmp/out")
+# The pilot's staged evaluations (the 512 test examples: 204, then the rest)
+# score part of the set when that decides, yet stop at the same step as a
+# pilot that scores the whole set.
+timeout 120 "$bin" "${small[@]}" --target-accuracy 80 --pilot-screen 0.4 >"$tmp/out" 2>&1 ||
+  fail "--pilot-screen 0.4: $(cat "$tmp/out")"
+screened=$(sed -n 's/.*\(pilot reached 80.00% at step [0-9]*\).* \([0-9]*\) of [0-9]* evaluations decided.*/\1 \2/p' "$tmp/out")
 timeout 120 "$bin" "${small[@]}" --target-accuracy 80 --pilot-screen 1 >"$tmp/out" 2>&1 ||
   fail "--pilot-screen 1: $(cat "$tmp/out")"
-whole=$(sed -n 's/.*\(pilot reached 80.00% at step [0-9]*\).* \([0-9]*\) of [0-9]* evaluations stopped.*/\1 \2/p' "$tmp/out")
+whole=$(sed -n 's/.*\(pilot reached 80.00% at step [0-9]*\).* \([0-9]*\) of [0-9]* evaluations decided.*/\1 \2/p' "$tmp/out")
 [ "${screened% *}" = "${whole% *}" ] && [ "${whole##* }" = 0 ] && [ "${screened##* }" -gt 0 ] ||
   fail "screened pilot '$screened' against whole evaluations '$whole'"
 

@@ -9,6 +9,7 @@
 
 #include "trainer/evaluation.hpp"
 #include "trainer/model.hpp"
+#include "trainer/tuner/staged_evaluation.hpp"
 
 namespace quorum::trainer::tuner {
 
@@ -61,9 +62,9 @@ Status run_pilot(const PilotOptions &o, Backend *backend, const DataSplit &data,
   QUORUM_CHECK(reducer->broadcast_parameters(model->params(), n, backend->memory_kind()));
   reducer->set_steps_per_epoch(steps_per_epoch);
 
-  Dataset screen = data.test;
-  screen.truncate(std::max<size_t>(500, size_t(o.screen_fraction * double(data.test.count))));
-  const bool screening = o.screen_fraction < 1 && screen.count < data.test.count;
+  std::vector<double> stages;
+  if (o.screen_fraction < 1) stages = {o.screen_fraction, 3 * o.screen_fraction};
+  const StagedEvaluation staged(data.test, stages);
   NoiseScaleTracker noise;
   std::vector<TwoBatchEstimate> estimates;
   std::vector<float> images(size_t(b) * model->image_size());
@@ -117,20 +118,13 @@ Status run_pilot(const PilotOptions &o, Backend *backend, const DataSplit &data,
       if (!evaluates_after(s + 1, steps_per_epoch, o.evals_per_epoch)) continue;
       const auto te = Clock::now();
       Evaluation ev;
-      double waited = 0;  // in the sums: the slowest rank's training, not evaluating
+      bool early = false;
+      QUORUM_CHECK(staged.evaluate(*model, reducer, o.target_accuracy, &ev, &early));
       ++out->evaluations;
-      if (screening) {
-        QUORUM_CHECK(evaluate_test_set(*model, screen, reducer, &ev));
-        waited += ev.sum_seconds;
-      }
-      if (screening && ev.accuracy < o.target_accuracy - o.screen_margin) {
-        ++out->screened_out;
-      } else {
-        QUORUM_CHECK(evaluate_test_set(*model, data.test, reducer, &ev));
-        waited += ev.sum_seconds;
-      }
-      out->eval_seconds += since(te) - waited;
-      out->train_seconds += waited;
+      if (early) ++out->screened_out;
+      // The sums' wait is the slowest rank's training, not evaluating.
+      out->eval_seconds += since(te) - ev.sum_seconds;
+      out->train_seconds += ev.sum_seconds;
       if (!std::isfinite(ev.loss))
         return fail(QUORUM_ERR_INVALID_ARG, "tuner",
                     "pilot: training diverged by step {} (test loss not finite); lower --lr", step);

@@ -33,11 +33,11 @@ struct PilotOptions {
   int evals_per_epoch = 20;
   double max_epochs = 3;  // give up (an unreachable target) after this many
   int noise_every = 2;
-  // Screening: an evaluation first scores this fraction of the test set (at
-  // least 500 examples; 1: off) and stops there when that is below the target
-  // by more than screen_margin (2.5 standard errors or more at 500 examples
-  // near 85%), so the evaluations far from the target cost a fraction.
-  double screen_fraction = 0.1, screen_margin = 0.04;
+  // Staged evaluations (staged_evaluation.hpp): this fraction of the test set
+  // first, then three times it, then the whole, stopping as soon as the part
+  // scored is 3 standard errors from the target (1: every evaluation scores
+  // the whole set).
+  double screen_fraction = 0.1;
 };
 
 struct PilotResult {
@@ -46,14 +46,14 @@ struct PilotResult {
   double train_seconds = 0;  // training time to there (evaluations excluded)
   double step_seconds = 0;   // mean time of the steps without a noise measurement
   double eval_seconds = 0;
-  int64_t evaluations = 0, screened_out = 0;  // evaluations; of them stopped at the screen
+  int64_t evaluations = 0, screened_out = 0;  // evaluations; of them decided before the whole set
   double best_accuracy = 0;
   int64_t steps_per_epoch = 0;
   // B_noise near the target (the last quarter of the samples) and its
   // standard error; over the whole pilot; and the EMA at its end.
   double b_noise = 0, b_noise_error = 0, b_noise_whole = 0, b_noise_ema = 0;
   int64_t noise_samples = 0, late_samples = 0;
-  // (step, test accuracy) at each evaluation (the screen's accuracy where it stopped there)
+  // (step, test accuracy) at each evaluation (of the part scored)
   std::vector<std::pair<int64_t, double>> curve;
 };
 

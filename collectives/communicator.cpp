@@ -126,8 +126,9 @@ Status Communicator::create(std::unique_ptr<Bootstrap> bootstrap,
   } else {
     comm->engine_ = std::make_unique<ProgressEngine>(ProgressSource{}, comm->rank_);
   }
+  const int own_cores = usable_core_count();
   comm->engine_->set_spin(static_cast<int>(comm->layout_.local.size()),
-                          comm->local_cores_ > 0 ? comm->local_cores_ : usable_core_count());
+                          comm->local_cores_ > 0 ? comm->local_cores_ : own_cores, own_cores);
   if (comm->shm_) {
     QUORUM_CHECK(choose_cross_memory_path(comm->shm_.get(), comm->transport_.get(), *comm->engine_,
                                           ShmGroup::of(*comm->bootstrap_), knob_timeout_ms.get()));

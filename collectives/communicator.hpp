@@ -70,6 +70,8 @@ class Communicator {
   ScratchPool &scratch() { return scratch_; }
   // Which ranks share this rank's host (hierarchical algorithms, binding).
   const HostLayout &layout() const { return layout_; }
+  // The cores this host's ranks can use together (0: unknown).
+  int local_cores() const { return local_cores_; }
 
   // Non-blocking collectives: *req completes through wait()/test().
   Status iallreduce(const void *send, void *recv, size_t count, quorum_dtype_t dtype,

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <type_traits>
 
 #include "collectives/device_staging.hpp"
 #include "collectives/reduce/reduce_kernels.hpp"
@@ -15,6 +16,13 @@
 namespace quorum {
 
 namespace {
+// What every rank tells the others when a communicator is made.
+struct RankPlacement {
+  HostIdentity host;
+  CpuMask cpus;
+};
+static_assert(std::is_trivially_copyable_v<RankPlacement>, "allgathered as bytes");
+
 // Whether either buffer is CUDA device memory (never without a CUDA runtime).
 bool any_device_buffer(const void *a, const void *b) {
   return cuda_available() &&
@@ -87,11 +95,20 @@ Status Communicator::create(std::unique_ptr<Bootstrap> bootstrap,
   comm->signature_check_ = knob_signature_check.get();
   comm->progress_mode_ =
       options.progress_thread.empty() ? knob_progress_thread.get() : options.progress_thread;
-  std::vector<HostIdentity> hosts(static_cast<size_t>(comm->size_));
-  HostIdentity me =
-      options.host_id.empty() ? local_host_identity() : host_identity_for(options.host_id);
-  QUORUM_CHECK(comm->bootstrap_->allgather(&me, hosts.data(), sizeof(HostIdentity)));
+  // Every rank's host, and the CPUs it may run on: the ranks of a host bound
+  // core per rank (mpirun's and srun's default) have a core each although
+  // each process sees only one.
+  std::vector<RankPlacement> placements(static_cast<size_t>(comm->size_));
+  const RankPlacement me{
+      options.host_id.empty() ? local_host_identity() : host_identity_for(options.host_id),
+      allowed_cpus()};
+  QUORUM_CHECK(comm->bootstrap_->allgather(&me, placements.data(), sizeof(RankPlacement)));
+  std::vector<HostIdentity> hosts;
+  for (const RankPlacement &p : placements) hosts.push_back(p.host);
   comm->layout_ = host_layout(hosts, comm->rank_);
+  std::vector<CpuMask> local_cpus;
+  for (int r : comm->layout_.local) local_cpus.push_back(placements[static_cast<size_t>(r)].cpus);
+  comm->local_cores_ = cores_covered(local_cpus);
   if (comm->size_ > 1) {
     QUORUM_CHECK(create_transport(options.transport, *comm->bootstrap_, &comm->transport_));
     Status s = comm->transport_->init(*comm->bootstrap_);
@@ -104,12 +121,16 @@ Status Communicator::create(std::unique_ptr<Bootstrap> bootstrap,
     comm->engine_ = std::make_unique<ProgressEngine>(std::move(src), comm->rank_);
     // The same inputs on every rank, so every rank takes part in the creation or none.
     if (shm_channel_wanted(t->name(), comm->layout_.local.size(), comm->size_)) {
-      QUORUM_CHECK(ShmChannel::create(ShmGroup::of(*comm->bootstrap_), &comm->shm_));
+      ShmGroup group = ShmGroup::of(*comm->bootstrap_);
+      group.cores = comm->local_cores_;
+      QUORUM_CHECK(ShmChannel::create(group, &comm->shm_));
     }
   } else {
     comm->engine_ = std::make_unique<ProgressEngine>(ProgressSource{}, comm->rank_);
   }
-  comm->engine_->set_spin(static_cast<int>(comm->layout_.local.size()), usable_core_count());
+  const int own_cores = usable_core_count();
+  comm->engine_->set_spin(static_cast<int>(comm->layout_.local.size()),
+                          comm->local_cores_ > 0 ? comm->local_cores_ : own_cores, own_cores);
   if (comm->shm_) {
     QUORUM_CHECK(choose_cross_memory_path(comm->shm_.get(), comm->transport_.get(), *comm->engine_,
                                           ShmGroup::of(*comm->bootstrap_), knob_timeout_ms.get()));
@@ -119,10 +140,10 @@ Status Communicator::create(std::unique_ptr<Bootstrap> bootstrap,
   if (comm->progress_mode_ == "on") comm->engine_->start_thread();
   QLOG_INFO("comm",
             "rank {} of {} over {} (bootstrap {}, progress thread {}; host {} of {}, local rank "
-            "{} of {})",
+            "{} of {}; cores the host's ranks may use: {})",
             comm->rank_, comm->size_, comm->transport_description(), comm->bootstrap_->name(),
             comm->progress_mode_, comm->layout_.host_index, comm->layout_.leaders.size(),
-            comm->layout_.local_rank, comm->layout_.local.size());
+            comm->layout_.local_rank, comm->layout_.local.size(), comm->local_cores_);
   *out = std::move(comm);
   return kOk;
 }
@@ -326,6 +347,7 @@ ShmGroup Communicator::shm_group() {
   group.allgather = [this](const void *mine, void *all, size_t bytes) {
     return allgather(mine, all, bytes);
   };
+  group.cores = local_cores_;
   return group;
 }
 

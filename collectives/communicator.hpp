@@ -74,6 +74,8 @@ class Communicator {
   ScratchPool &scratch() { return scratch_; }
   // Which ranks share this rank's host (hierarchical algorithms, binding).
   const HostLayout &layout() const { return layout_; }
+  // The cores this host's ranks can use together (0: unknown).
+  int local_cores() const { return local_cores_; }
 
   // Non-blocking collectives: *req completes through wait()/test().
   Status iallreduce(const void *send, void *recv, size_t count, quorum_dtype_t dtype,
@@ -174,6 +176,9 @@ class Communicator {
   std::unique_ptr<ProgressEngine> engine_;
   ScratchPool scratch_;
   HostLayout layout_;
+  // The cores this host's ranks can use together (cores_covered over their
+  // affinity masks; 0: unknown): whether they share cores, the same on each.
+  int local_cores_ = 0;
   std::unique_ptr<ShmChannel> shm_;  // every rank a process of this host (ucx)
   std::mutex plain_allocs_mutex_;
   std::map<void *, AlignedBuffer> plain_allocs_;  // mem_alloc without symmetric memory

@@ -26,6 +26,10 @@ struct ShmGroup {
   int rank = 0;
   int size = 1;
   std::function<Status(const void *mine, void *all, size_t bytes)> allgather;
+  // The cores the group's ranks can use together (topology.hpp's
+  // cores_covered over their affinity masks), the same on every rank; 0:
+  // unknown (users then judge from this process's own mask).
+  int cores = 0;
   static ShmGroup of(Bootstrap &bootstrap);
 };
 

@@ -12,6 +12,7 @@
 #include <cstring>
 #include <fstream>
 #include <functional>
+#include <iterator>
 #include <mutex>
 
 #include "runtime/log.hpp"
@@ -200,6 +201,53 @@ int usable_core_count() {
   TopologyInfo topo;
   int cores = query_topology(&topo) == kOk ? topo.cores : 0;
   if (int allowed = allowed_cpu_count(); allowed > 0 && cores > 0) cores = std::min(cores, allowed);
+  return cores;
+}
+
+bool CpuMask::known() const {
+  return count() > 0;
+}
+
+int CpuMask::count() const {
+  int n = 0;
+  for (uint64_t word : bits) n += __builtin_popcountll(word);
+  return n;
+}
+
+CpuMask allowed_cpus() {
+  CpuMask mask;
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  static_assert(CpuMask::kCpus <= CPU_SETSIZE);
+  if (sched_getaffinity(0, sizeof(set), &set) != 0) return mask;
+  for (int cpu = 0; cpu < CpuMask::kCpus; ++cpu) {
+    if (CPU_ISSET(cpu, &set)) mask.bits[cpu / 64] |= uint64_t{1} << (cpu % 64);
+  }
+  return mask;
+}
+
+int cores_covered(const std::vector<CpuMask> &masks) {
+  if (masks.empty()) return 0;
+  CpuMask all;
+  for (const CpuMask &m : masks) {
+    if (!m.known()) return 0;
+    for (size_t w = 0; w < std::size(all.bits); ++w) all.bits[w] |= m.bits[w];
+  }
+  std::lock_guard<std::mutex> lock(g_topology_mutex);
+  std::string why;
+  hwloc_topology_t t = topology_locked(&why);
+  if (t == nullptr) return 0;
+  hwloc_bitmap_t set = hwloc_bitmap_alloc();
+  for (int cpu = 0; cpu < CpuMask::kCpus; ++cpu) {
+    if (all.bits[cpu / 64] >> (cpu % 64) & 1) hwloc_bitmap_set(set, static_cast<unsigned>(cpu));
+  }
+  int cores = 0;
+  const int total = hwloc_get_nbobjs_by_type(t, HWLOC_OBJ_CORE);
+  for (int c = 0; c < total; ++c) {
+    hwloc_obj_t core = hwloc_get_obj_by_type(t, HWLOC_OBJ_CORE, static_cast<unsigned>(c));
+    if (core != nullptr && hwloc_bitmap_intersects(core->cpuset, set)) ++cores;
+  }
+  hwloc_bitmap_free(set);
   return cores;
 }
 

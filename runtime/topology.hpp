@@ -33,6 +33,30 @@ int allowed_cpu_count();
 // mpirun --bind-to shares them). 0 when unknown.
 int usable_core_count();
 
+// The CPUs a process may run on (its affinity mask, as sched_getaffinity
+// numbers them), fixed-size so that the ranks of a host can allgather them.
+// Empty (known() false) when the mask could not be read, e.g. on a host with
+// more CPUs than it holds.
+struct CpuMask {
+  static constexpr int kCpus = 1024;
+  uint64_t bits[kCpus / 64] = {};
+  bool known() const;
+  int count() const;
+};
+static_assert(sizeof(CpuMask) == 128, "CpuMask travels as 128 bytes");
+
+// This process's affinity mask (its calling thread's).
+CpuMask allowed_cpus();
+
+// How many cores of this host the union of `masks` touches (hwloc's cores, a
+// core counted once however many of its PUs the masks name): the cores that
+// ranks bound to these masks can use together. 0 when a mask is unknown or
+// the topology cannot be read. Ranks with a core each (e.g. bound core per
+// rank by mpirun or srun, or unbound on a host with enough cores) have
+// `cores_covered(their masks) >= ranks`; ranks bound to fewer cores than
+// there are ranks share them.
+int cores_covered(const std::vector<CpuMask> &masks);
+
 // Fixed-size and trivially copyable, so it can be allgathered as bytes.
 struct HostIdentity {
   uint64_t hash = 0;       // of hostname + kernel boot id, or of QUORUM_HOST_ID

@@ -18,9 +18,12 @@ namespace quorum {
 
 Knob<int64_t> knob_spin_us("QUORUM_SPIN_US", -1,
                            "Microseconds a waiter keeps polling without progress before it "
-                           "sleeps on the transport's event fd; -1 (auto): 200 when this host "
-                           "has a core for every local rank, else 10 (ranks share cores, so "
-                           "polling would steal time from the rank it waits for)");
+                           "sleeps on the transport's event fd; -1 (auto): 200 when this host's "
+                           "ranks have a core each (their affinity masks together cover as many "
+                           "cores as there are ranks), else 10 (ranks share cores, so polling "
+                           "would steal time from the rank it waits for); the progress thread of "
+                           "a rank bound to one core polls at most 10 (it shares that core with "
+                           "the rank's own work)");
 
 Knob<int64_t> knob_memory_nap_us("QUORUM_MEMORY_NAP_US", 20,
                                  "Microseconds an idle waiter first naps between polls while a "
@@ -116,10 +119,16 @@ void ProgressEngine::remove_poller(int id) {
   }
 }
 
-void ProgressEngine::set_spin(int local_ranks, int cores) {
+void ProgressEngine::set_spin(int local_ranks, int cores, int process_cores) {
+  constexpr int64_t kShortUs = 10;
   int64_t us = knob_spin_us.get();
-  if (us < 0) us = (cores > 0 && local_ranks <= cores) ? 200 : 10;
+  int64_t thread_us = us;
+  if (us < 0) {
+    us = (cores > 0 && local_ranks <= cores) ? 200 : kShortUs;
+    thread_us = process_cores == 1 ? std::min(us, kShortUs) : us;
+  }
   spin_ns_ = static_cast<uint64_t>(us) * 1000;
+  thread_spin_ns_ = static_cast<uint64_t>(thread_us) * 1000;
 }
 
 void ProgressEngine::submit(const RequestPtr &request, bool caller_waits) {
@@ -335,7 +344,7 @@ size_t ProgressEngine::active_requests() {
 void ProgressEngine::thread_main() {
   set_log_rank(rank_);
   if (thread_init_) thread_init_();
-  const uint64_t spin_ns = spin_ns_;
+  const uint64_t spin_ns = thread_spin_ns_;
   uint64_t last_progress = now_ns();  // as in wait(): only progress restarts the spin
   while (!stop_.load()) {
     if (waiters_.load() > 0) {

@@ -147,10 +147,16 @@ class ProgressEngine {
   // goes straight into wait() (the progress thread need not be woken).
   void submit(const RequestPtr &request, bool caller_waits = false);
   // How long waiters poll before sleeping (QUORUM_SPIN_US; auto from the
-  // number of ranks on this host and its cores).
-  void set_spin(int local_ranks, int cores);
+  // number of ranks on this host and the cores they can use together). The
+  // progress thread polls as long, except, by default, in a process bound to
+  // one core (process_cores 1; 0: unknown): there it shares that core with
+  // the caller's own work, which its polling would slow down, and it polls
+  // at most 10 us.
+  void set_spin(int local_ranks, int cores, int process_cores = 0);
   // How long a waiter polls before it sleeps (set_spin's choice).
   uint64_t spin_ns() const { return spin_ns_; }
+  // How long the progress thread polls before it sleeps (set_spin's choice).
+  uint64_t thread_spin_ns() const { return thread_spin_ns_; }
   // Waits until the request completes or its deadline passes.
   Status wait(const RequestPtr &request);
   // One non-blocking pass; *done tells whether the request completed.
@@ -214,6 +220,7 @@ class ProgressEngine {
   std::atomic<int> waiters_{0};
   std::atomic<uint64_t> timer_ns_{0};  // earliest wake_at deadline; 0: none
   uint64_t spin_ns_ = 10000;
+  uint64_t thread_spin_ns_ = 10000;
 };
 
 }  // namespace quorum

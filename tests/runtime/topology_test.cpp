@@ -113,5 +113,38 @@ TEST(Topology, UsableCoresFollowTheAffinityMask) {
   EXPECT_EQ(bound_usable, 1);
 }
 
+// Ranks bound core per rank (mpirun's and srun's default) see one CPU each;
+// the union of their masks says whether they share cores.
+TEST(Topology, CoresCoveredCountTheUnionOfTheMasks) {
+  TopologyInfo info;
+  ASSERT_EQ(query_topology(&info), kOk);
+  const CpuMask mine = allowed_cpus();
+  ASSERT_TRUE(mine.known());
+  EXPECT_EQ(mine.count(), allowed_cpu_count());
+  EXPECT_EQ(cores_covered({}), 0);
+  EXPECT_EQ(cores_covered({CpuMask{}}), 0);  // unknown: no answer
+  EXPECT_EQ(cores_covered({mine, CpuMask{}}), 0);
+  const int all = cores_covered({mine});
+  EXPECT_GE(all, 1);
+  EXPECT_LE(all, info.cores);
+  if (info.pus == info.cores) {
+    EXPECT_EQ(all, usable_core_count());
+  }
+  // Single CPUs of the mask: one core each, counted once when repeated.
+  std::vector<CpuMask> singles;
+  for (int cpu = 0; cpu < CpuMask::kCpus && singles.size() < 2; ++cpu) {
+    if (!(mine.bits[cpu / 64] >> (cpu % 64) & 1)) continue;
+    CpuMask one;
+    one.bits[cpu / 64] = uint64_t{1} << (cpu % 64);
+    singles.push_back(one);
+  }
+  ASSERT_FALSE(singles.empty());
+  EXPECT_EQ(cores_covered({singles[0]}), 1);
+  EXPECT_EQ(cores_covered({singles[0], singles[0]}), 1);
+  if (singles.size() == 2 && info.pus == info.cores) {
+    EXPECT_EQ(cores_covered({singles[0], singles[1]}), 2);
+  }
+}
+
 }  // namespace
 }  // namespace quorum

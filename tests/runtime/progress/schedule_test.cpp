@@ -182,6 +182,21 @@ class FlagTask : public Task {
   MemoryWaitGuard waiting_;
 };
 
+TEST(ProgressEngine, SpinFollowsTheCoresOfTheRanksAndOfTheProcess) {
+  ProgressEngine engine(ProgressSource{}, 0);
+  engine.set_spin(2, 2);  // a core per rank: poll long
+  EXPECT_EQ(engine.spin_ns(), 200000u);
+  EXPECT_EQ(engine.thread_spin_ns(), 200000u);
+  engine.set_spin(2, 2, 1);  // bound core per rank: the thread shares the caller's core
+  EXPECT_EQ(engine.spin_ns(), 200000u);
+  EXPECT_EQ(engine.thread_spin_ns(), 10000u);
+  engine.set_spin(4, 2, 2);  // ranks share cores: poll briefly
+  EXPECT_EQ(engine.spin_ns(), 10000u);
+  EXPECT_EQ(engine.thread_spin_ns(), 10000u);
+  engine.set_spin(2, 0);  // unknown cores: as shared
+  EXPECT_EQ(engine.spin_ns(), 10000u);
+}
+
 TEST(ProgressEngine, WaitOnMemoryFlagsNapsInsteadOfPolling) {
   // A peer 40 ms late: the waiter polls for its spin, then naps (longer and
   // longer) without spinning again after each nap. Polling throughout would

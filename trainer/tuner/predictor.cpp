@@ -44,7 +44,9 @@ Status predict_all(const PredictorInputs &in, std::vector<Prediction> *out) {
       p.compute_seconds = table.seconds_at(b, &outside);
       p.comm_seconds = in.allreduce.seconds(in.gradient_bytes, k);
       RoundEstimate round;
-      QUORUM_CHECK(simulate_rounds(in.imbalance, k > 1 ? in.reduction : Reduction::Sync, k,
+      // One rank has nobody to wait for or to reduce with: no delays injected.
+      QUORUM_CHECK(simulate_rounds(k > 1 ? in.imbalance : ImbalanceModel{},
+                                   k > 1 ? in.reduction : Reduction::Sync, k,
                                    p.compute_seconds, p.comm_seconds, simulated_rounds(k), in.seed,
                                    in.max_staleness, &round));
       p.step_seconds = round.round_seconds;

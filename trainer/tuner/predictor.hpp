@@ -38,7 +38,7 @@ struct PredictorInputs {
   double max_local_batch = 0;             // memory bound (0: none)
   double price = 1.0 / 3600;              // per rank-second (default 1 per rank-hour / 3600)
   Reduction reduction = Reduction::Sync;  // on K >= 2 (one rank has nothing to reduce)
-  ImbalanceModel imbalance;               // default: none
+  ImbalanceModel imbalance;               // on K >= 2 (default: none)
   uint64_t seed = 1;                      // of the majority initiators' draw
   uint64_t max_staleness = 32;            // a synchronous round every max_staleness + 1
   LrScaling scaling = LrScaling::Sqrt;

@@ -12,11 +12,20 @@
 //      2(H-1)/H * n/L sent per rank across hosts, so 2(H-1)/H n per host
 //      (n each way on 2 hosts, against the flat ring's 1.5 n on 2 x 2).
 //   3. ring allgather of the blocks among the ranks of my host. L-1 steps.
+// On 2 hosts phase 2 is an exchange instead (the ring of two would send
+// data both ways over one connection, where UCX's rendezvous replies queue
+// behind the peer's bulk data and stall the link for tens of ms): local rank
+// i of host 0 sends its block to local rank i of host 1, which sends its own
+// to local rank i+1 of host 0, which forwards it over shared memory to i.
+// Every connection between the hosts then carries data one way only, the
+// same n per host, and both owners add the two partial sums (a + b and
+// b + a: the same bits for every op).
 // Each phase cuts its blocks into chunks (QUORUM_RING_CHUNK_BYTES) that move
 // independently, and a chunk of one phase waits only for the chunks of the
 // previous phase it overlaps. Every element is reduced by exactly one chain
-// (phase 1 on each host, then one chain of phase 2) and then copied, so all
-// ranks end bitwise identical; AVG is scaled once, by the owner of phase 2.
+// (phase 1 on each host, then one chain of phase 2, or the exchange's one
+// commutative sum on each side) and then copied, so all ranks end bitwise
+// identical; AVG is scaled once, by the owners of phase 2.
 #include <algorithm>
 
 #include "collectives/algorithms/algorithms.hpp"
@@ -144,6 +153,60 @@ struct GroupRing {
   }
 };
 
+// Phase 2 on two hosts (see the top): my block `slice` (ready after `mine`)
+// is summed with the other host's partial of it, received directly (host 1)
+// or forwarded by my host's next local rank (host 0). Returns my block's
+// chunks with the tasks that finished them; the forwarding sends go to done.
+std::vector<Ready> exchange_two_hosts(Builder &b, const CollArgs &a, const HostLayout &layout,
+                                      const GroupRing &host, const std::vector<Ready> &mine,
+                                      uint8_t *out, uint8_t *tmp, int step_cross, int step_forward,
+                                      std::vector<TaskId> *done) {
+  const size_t es = dtype_size(a.dtype);
+  const int local = layout.local_rank, L = host.size(), other = 1 - layout.host_index;
+  const std::vector<int> &there = layout.hosts[other];
+  const int next = (local + 1) % L, prev = (local + L - 1) % L;
+  // Host 0 sends to the same local index, host 1 to the next one.
+  const int send_to = layout.host_index == 0 ? there[local] : there[next];
+  const auto slice = host.block(local);
+  const size_t nchunks = std::max<size_t>(1, (slice.count + host.chunk - 1) / host.chunk);
+  auto chunk_at = [&](patterns::Block blk, size_t c) {
+    const size_t off = std::min(blk.count, c * host.chunk);
+    return patterns::Block{blk.offset + off, std::min(host.chunk, blk.count - off)};
+  };
+  std::vector<Ready> summed;
+  for (size_t c = 0; c < nchunks; ++c) {
+    const auto ch = chunk_at(slice, c);
+    const int step = static_cast<int>(c);
+    uint8_t *partial = tmp + (ch.offset - slice.offset) * es;
+    TaskId sent = b.send(send_to, step_cross + step, out + ch.offset * es, ch.count * es,
+                         overlapping(mine, ch.offset, ch.count));
+    TaskId got = layout.host_index == 1
+                     ? b.recv(there[local], step_cross + step, partial, ch.count * es)
+                     : b.recv(layout.local[next], step_forward + step, partial, ch.count * es);
+    TaskIds deps = overlapping(mine, ch.offset, ch.count);
+    deps.push_back(sent);
+    deps.push_back(got);
+    summed.push_back({ch.offset, ch.count,
+                      b.reduce(out + ch.offset * es, out + ch.offset * es, partial, ch.count,
+                               a.dtype, a.op, deps)});
+  }
+  if (layout.host_index == 0) {
+    // Forward the partial of my previous local rank's block, sent to me by
+    // host 1's rank of that index.
+    const auto fwd = host.block(prev);
+    uint8_t *relay = tmp + host.max_block * es;
+    const size_t fchunks = std::max<size_t>(1, (fwd.count + host.chunk - 1) / host.chunk);
+    for (size_t c = 0; c < fchunks; ++c) {
+      const auto ch = chunk_at(fwd, c);
+      uint8_t *p = relay + (ch.offset - fwd.offset) * es;
+      TaskId got = b.recv(there[prev], step_cross + static_cast<int>(c), p, ch.count * es);
+      done->push_back(
+          b.send(layout.local[prev], step_forward + static_cast<int>(c), p, ch.count * es, {got}));
+    }
+  }
+  return summed;
+}
+
 }  // namespace
 
 Status build_allreduce_hierarchical(Builder &b, const CollArgs &a, TaskId *last) {
@@ -165,22 +228,38 @@ Status build_allreduce_hierarchical(Builder &b, const CollArgs &a, TaskId *last)
   const int p1 = 0, p2rs = quarter, p2ag = 2 * quarter, p3 = 3 * quarter;
 
   uint8_t *tmp1 = b.scratch(std::max<size_t>(1, host.max_block * es * (host.size() - 1)));
-  uint8_t *tmp2 = b.scratch(std::max<size_t>(1, column.max_block * es * (column.size() - 1)));
-  if (!tmp1 || !tmp2) return fail(QUORUM_ERR_NO_MEMORY, "allreduce", "hierarchical scratch");
+  if (!tmp1) return fail(QUORUM_ERR_NO_MEMORY, "allreduce", "hierarchical scratch");
 
   std::vector<TaskId> host_sends, column_sends, done;
+  const bool two_hosts = layout->hosts.size() == 2;
   // 1. My block reduced over my host, in out. First the part that phase 2
   // sends first (its first reduce-scatter block), so the network starts early.
   auto first_out = column.block(ring::reduce_scatter_send_block(column.me, column.size(), 0));
-  auto reduced_here = host.reduce_scatter(in, out, tmp1, p1, {}, &host_sends,
-                                          (first_out.offset - slice.offset) / host.chunk);
-  // 2. ... and over the column: reduce-scatter and allgather within out.
-  auto mine = column.reduce_scatter(out, out, tmp2, p2rs, reduced_here, &column_sends);
-  if (a.op == QUORUM_AVG) {
-    for (Ready &m : mine)
-      m.task = b.scale(out + m.offset * es, m.count, a.dtype, b.size(), {m.task});
+  auto reduced_here =
+      host.reduce_scatter(in, out, tmp1, p1, {}, &host_sends,
+                          two_hosts ? 0 : (first_out.offset - slice.offset) / host.chunk);
+  // 2. ... and over the hosts: the exchange, or reduce-scatter and allgather
+  // within out.
+  std::vector<Ready> slice_ready;
+  if (two_hosts) {
+    uint8_t *tmpx = b.scratch(std::max<size_t>(1, 2 * host.max_block * es));
+    if (!tmpx) return fail(QUORUM_ERR_NO_MEMORY, "allreduce", "hierarchical scratch");
+    slice_ready =
+        exchange_two_hosts(b, a, *layout, host, reduced_here, out, tmpx, p2rs, p2ag, &done);
+    if (a.op == QUORUM_AVG) {
+      for (Ready &m : slice_ready)
+        m.task = b.scale(out + m.offset * es, m.count, a.dtype, b.size(), {m.task});
+    }
+  } else {
+    uint8_t *tmp2 = b.scratch(std::max<size_t>(1, column.max_block * es * (column.size() - 1)));
+    if (!tmp2) return fail(QUORUM_ERR_NO_MEMORY, "allreduce", "hierarchical scratch");
+    auto mine = column.reduce_scatter(out, out, tmp2, p2rs, reduced_here, &column_sends);
+    if (a.op == QUORUM_AVG) {
+      for (Ready &m : mine)
+        m.task = b.scale(out + m.offset * es, m.count, a.dtype, b.size(), {m.task});
+    }
+    slice_ready = column.allgather(out, p2ag, mine, column_sends, &done);
   }
-  auto slice_ready = column.allgather(out, p2ag, mine, column_sends, &done);
   // 3. The slices around my host.
   auto all = host.allgather(out, p3, slice_ready, host_sends, &done);
   for (const Ready &r : all) done.push_back(r.task);

@@ -9,6 +9,9 @@
 //   2. ring allgather among the L ranks of my host over the L columns: at
 //      step s I pass column i-s (its H blocks, one message each) to the next
 //      local rank. L-1 steps of H messages of n bytes, in the host.
+// On 2 hosts phase 1 takes the one-way pairing (patterns/hierarchy.hpp):
+// host 0's rank i then holds host 1's block i-1 instead of i, which phase 2
+// passes around the host all the same.
 // A block moves on in phase 2 as soon as phase 1 delivered it (one task per
 // block), so the host's ring starts with the first block across.
 // Across hosts, per host: (H-1) L n bytes sent and received, each host's
@@ -45,14 +48,27 @@ Status build_allgather_hierarchical(Builder &b, const CollArgs &a, TaskId *last)
   std::vector<TaskId> done;
   ready[b.rank()] = b.copy(block(b.rank()), a.send, n);  // nothing to copy in place
 
-  // 1. My column's blocks, around the hosts.
-  const std::vector<int> column = hier::column(hosts, i);
-  const int next_host = column[ring::next(h, nh)], prev_host = column[ring::prev(h, nh)];
-  for (int s = 0; s < ring::steps(nh); ++s) {
-    const int sent = column[ring::allgather_send_block(h, nh, s)];
-    const int got = column[ring::allgather_recv_block(h, nh, s)];
-    done.push_back(b.send(next_host, s, block(sent), n, {ready[sent]}));
-    ready[got] = b.recv(prev_host, s, block(got), n);
+  // held(c, k): the k-th block (of H) local rank c of my host has after phase 1.
+  const bool one_way = nh == 2;
+  auto held = [&](int c, int k) {
+    if (one_way && h == 0 && k == 1) return hosts[1][(c + nl - 1) % nl];
+    return hosts[k][c];
+  };
+
+  // 1. My column's blocks, around the hosts (on 2 hosts, one way).
+  if (one_way) {
+    const auto pair = hier::one_way_pair(hosts, h, i);
+    done.push_back(b.send(pair.send_to, 0, block(b.rank()), n, {ready[b.rank()]}));
+    ready[pair.recv_from] = b.recv(pair.recv_from, 0, block(pair.recv_from), n);
+  } else {
+    const std::vector<int> column = hier::column(hosts, i);
+    const int next_host = column[ring::next(h, nh)], prev_host = column[ring::prev(h, nh)];
+    for (int s = 0; s < ring::steps(nh); ++s) {
+      const int sent = column[ring::allgather_send_block(h, nh, s)];
+      const int got = column[ring::allgather_recv_block(h, nh, s)];
+      done.push_back(b.send(next_host, s, block(sent), n, {ready[sent]}));
+      ready[got] = b.recv(prev_host, s, block(got), n);
+    }
   }
 
   // 2. The columns around my host, a message per block.
@@ -63,7 +79,7 @@ Status build_allgather_hierarchical(Builder &b, const CollArgs &a, TaskId *last)
     const int recv_col = ring::allgather_recv_block(i, nl, s);
     for (int host = 0; host < nh; ++host) {
       const int step = nh - 1 + s * nh + host;
-      const int sent = hosts[host][send_col], got = hosts[host][recv_col];
+      const int sent = held(send_col, host), got = held(recv_col, host);
       done.push_back(b.send(next_local, step, block(sent), n, {ready[sent]}));
       ready[got] = b.recv(prev_local, step, block(got), n);
     }

@@ -162,11 +162,9 @@ std::vector<Ready> exchange_two_hosts(Builder &b, const CollArgs &a, const HostL
                                       uint8_t *out, uint8_t *tmp, int step_cross, int step_forward,
                                       std::vector<TaskId> *done) {
   const size_t es = dtype_size(a.dtype);
-  const int local = layout.local_rank, L = host.size(), other = 1 - layout.host_index;
-  const std::vector<int> &there = layout.hosts[other];
+  const int local = layout.local_rank, L = host.size();
   const int next = (local + 1) % L, prev = (local + L - 1) % L;
-  // Host 0 sends to the same local index, host 1 to the next one.
-  const int send_to = layout.host_index == 0 ? there[local] : there[next];
+  const auto pair = patterns::hierarchy::one_way_pair(layout.hosts, layout.host_index, local);
   const auto slice = host.block(local);
   const size_t nchunks = std::max<size_t>(1, (slice.count + host.chunk - 1) / host.chunk);
   auto chunk_at = [&](patterns::Block blk, size_t c) {
@@ -178,10 +176,10 @@ std::vector<Ready> exchange_two_hosts(Builder &b, const CollArgs &a, const HostL
     const auto ch = chunk_at(slice, c);
     const int step = static_cast<int>(c);
     uint8_t *partial = tmp + (ch.offset - slice.offset) * es;
-    TaskId sent = b.send(send_to, step_cross + step, out + ch.offset * es, ch.count * es,
+    TaskId sent = b.send(pair.send_to, step_cross + step, out + ch.offset * es, ch.count * es,
                          overlapping(mine, ch.offset, ch.count));
     TaskId got = layout.host_index == 1
-                     ? b.recv(there[local], step_cross + step, partial, ch.count * es)
+                     ? b.recv(pair.recv_from, step_cross + step, partial, ch.count * es)
                      : b.recv(layout.local[next], step_forward + step, partial, ch.count * es);
     TaskIds deps = overlapping(mine, ch.offset, ch.count);
     deps.push_back(sent);
@@ -199,7 +197,7 @@ std::vector<Ready> exchange_two_hosts(Builder &b, const CollArgs &a, const HostL
     for (size_t c = 0; c < fchunks; ++c) {
       const auto ch = chunk_at(fwd, c);
       uint8_t *p = relay + (ch.offset - fwd.offset) * es;
-      TaskId got = b.recv(there[prev], step_cross + static_cast<int>(c), p, ch.count * es);
+      TaskId got = b.recv(pair.recv_from, step_cross + static_cast<int>(c), p, ch.count * es);
       done->push_back(
           b.send(layout.local[prev], step_forward + static_cast<int>(c), p, ch.count * es, {got}));
     }

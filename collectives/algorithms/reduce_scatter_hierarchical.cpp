@@ -10,6 +10,8 @@
 //      host; I end with my column's H blocks summed over my host.
 //   2. ring reduce-scatter of those among the H ranks of my column (one per
 //      host): H-1 steps of n bytes; I end with my own block summed over all.
+// On 2 hosts phase 2 takes the one-way pairing (patterns/hierarchy.hpp):
+// host 1's rank i then sums host 0's block i+1 instead of i in phase 1.
 // Every block's partial sum moves on as soon as it is reduced (one task per
 // block), so the column's ring starts with the first block summed.
 // Across hosts, per host: (H-1) L n bytes sent and received, the host's
@@ -59,6 +61,12 @@ Status build_reduce_scatter_hierarchical(Builder &b, const CollArgs &a, TaskId *
     return fail(QUORUM_ERR_NO_MEMORY, "reduce_scatter", "hierarchical scratch");
   }
   std::vector<TaskId> done;
+  // held(c, k): the k-th block (of H) local rank c of my host sums in phase 1.
+  const bool one_way = nh == 2;
+  auto held = [&](int c, int k) {
+    if (one_way && h == 1 && k == 0) return hosts[0][(c + 1) % nl];
+    return hosts[k][c];
+  };
 
   // 1. Column by column around my host; reduced[host]: the latest partial
   // sum of that host's block of the column in flight, in acc1.
@@ -71,10 +79,10 @@ Status build_reduce_scatter_hierarchical(Builder &b, const CollArgs &a, TaskId *
     for (int host = 0; host < nh; ++host) {
       const int step = s * nh + host;
       const size_t slot = static_cast<size_t>(step);
-      const uint8_t *src = s == 0 ? input(hosts[host][send_col]) : acc1 + nb * (slot - nh);
+      const uint8_t *src = s == 0 ? input(held(send_col, host)) : acc1 + nb * (slot - nh);
       done.push_back(b.send(next_local, step, src, nb, {reduced[host]}));
       TaskId rcv = b.recv(prev_local, step, tmp1 + nb * slot, nb);
-      reduced[host] = b.reduce(acc1 + nb * slot, input(hosts[host][recv_col]), tmp1 + nb * slot, n,
+      reduced[host] = b.reduce(acc1 + nb * slot, input(held(recv_col, host)), tmp1 + nb * slot, n,
                                a.dtype, a.op, {rcv, reduced[host]});
     }
   }
@@ -83,12 +91,20 @@ Status build_reduce_scatter_hierarchical(Builder &b, const CollArgs &a, TaskId *
     return acc1 + nb * (static_cast<size_t>(ring::steps(nl) - 1) * nh + host);
   };
 
-  // 2. My column around the hosts.
-  const std::vector<int> column = hier::column(hosts, i);
-  const int next_host = column[ring::next(h, nh)], prev_host = column[ring::prev(h, nh)];
+  // 2. My column around the hosts (on 2 hosts, one way: I send the other
+  // host's block I summed and add what comes to my own).
   const int base = static_cast<int>(slots1);
   TaskId prev = start;
-  for (int s = 0; s < ring::steps(nh); ++s) {
+  if (one_way) {
+    const auto pair = hier::one_way_pair(hosts, h, i);
+    const int theirs = 1 - h;
+    done.push_back(b.send(pair.send_to, base, host_sum(theirs), nb, {reduced[theirs]}));
+    TaskId rcv = b.recv(pair.recv_from, base, tmp2, nb);
+    prev = b.reduce(out, host_sum(h), tmp2, n, a.dtype, a.op, {rcv, reduced[h]});
+  }
+  const std::vector<int> column = hier::column(hosts, i);
+  const int next_host = column[ring::next(h, nh)], prev_host = column[ring::prev(h, nh)];
+  for (int s = 0; !one_way && s < ring::steps(nh); ++s) {
     const int sb = ring::reduce_scatter_send_block(h, nh, s);
     const int rb = ring::reduce_scatter_recv_block(h, nh, s);
     const uint8_t *src = s == 0 ? host_sum(sb) : acc2 + nb * (s - 1);

@@ -52,6 +52,22 @@ inline std::vector<int> column(const std::vector<std::vector<int>> &hosts, int l
   return col;
 }
 
+// On exactly 2 hosts a ring of the ranks of one local index is a pair that
+// sends both ways over one connection, where UCX's rendezvous replies queue
+// behind the bulk data going the other way. The one-way pairing instead
+// links host 0's local rank i to host 1's rank i, and host 1's rank i to
+// host 0's rank i+1 (mod L): every connection between the hosts carries data
+// one way. For local rank i of host h: the world rank it sends to and the
+// one it receives from.
+struct OneWayPair {
+  int send_to = -1, recv_from = -1;
+};
+inline OneWayPair one_way_pair(const std::vector<std::vector<int>> &hosts, int h, int i) {
+  const int l = static_cast<int>(hosts[0].size());
+  if (h == 0) return {hosts[1][i], hosts[1][(i + l - 1) % l]};
+  return {hosts[0][(i + 1) % l], hosts[0][i]};
+}
+
 // Where a rank lives: its host's index in `hosts` and its index on that host
 // ({-1, -1} for a rank on no host).
 struct Place {

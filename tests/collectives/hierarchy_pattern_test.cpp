@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "collectives/patterns/hierarchy.hpp"
@@ -53,6 +55,35 @@ TEST(Hierarchy, LocateFindsHostAndLocalIndex) {
   EXPECT_EQ(hierarchy::locate(hosts, 4).local, 2);
   EXPECT_EQ(hierarchy::locate(hosts, 6).host, -1);
   EXPECT_EQ(hierarchy::locate(hosts, -1).local, -1);
+}
+
+// On 2 hosts of L ranks (blocked and interleaved): every rank sends to one
+// rank of the other host and receives from one, the two ends agree, and no
+// connection between the hosts carries data both ways.
+TEST(Hierarchy, OneWayPairingLinksEachConnectionOneWay) {
+  for (int l = 2; l <= 6; ++l) {
+    for (bool interleaved : {false, true}) {
+      SCOPED_TRACE("L " + std::to_string(l) + (interleaved ? " interleaved" : " blocked"));
+      std::vector<std::vector<int>> hosts(2);
+      for (int r = 0; r < 2 * l; ++r) hosts[interleaved ? r % 2 : r / l].push_back(r);
+      std::vector<std::pair<int, int>> links;  // (from, to)
+      for (int h = 0; h < 2; ++h) {
+        for (int i = 0; i < l; ++i) {
+          const int me = hosts[h][i];
+          const hierarchy::OneWayPair p = hierarchy::one_way_pair(hosts, h, i);
+          EXPECT_EQ(hierarchy::locate(hosts, p.send_to).host, 1 - h);
+          EXPECT_EQ(hierarchy::locate(hosts, p.recv_from).host, 1 - h);
+          const hierarchy::Place to = hierarchy::locate(hosts, p.send_to);
+          EXPECT_EQ(hierarchy::one_way_pair(hosts, to.host, to.local).recv_from, me);
+          links.push_back({me, p.send_to});
+        }
+      }
+      for (const auto &[from, to] : links) {
+        EXPECT_EQ(std::count(links.begin(), links.end(), std::make_pair(to, from)), 0)
+            << from << " <-> " << to << " both ways";
+      }
+    }
+  }
 }
 
 }  // namespace

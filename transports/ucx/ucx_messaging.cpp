@@ -100,41 +100,46 @@ Status UcxTransport::recv(int peer, uint64_t tag, void *buf, size_t bytes, Trans
     status = fail(QUORUM_ERR_INVALID_ARG, "ucx", "rank {}: recv tag {:#x} exceeds {} bits", rank_,
                   tag, kTagBits);
   }
-  // UCX 1.13 does not fill recv_info when a receive completes at once, so a
-  // message that already arrived is taken with probe + msg_recv, whose probe
-  // reports its length (and lets the truncation error name it).
   ucp_tag_recv_info_t arrived{};
-  ucp_tag_message_h message = nullptr;
-  if (status == kOk) {
-    message = ucp_tag_probe_nb(worker_, wire_tag(peer, tag), kFullMask, 1, &arrived);
-    if (message == nullptr && peers_[peer]->failed.load()) {
-      // What the peer sent before it died is still delivered; nothing more comes.
-      status = fail(QUORUM_ERR_PEER_FAILED, "ucx", "rank {}: recv of {} B from failed peer {}",
-                    rank_, bytes, peer);
-    }
+  if (status == kOk && peers_[peer]->failed.load() &&
+      ucp_tag_probe_nb(worker_, wire_tag(peer, tag), kFullMask, 0, &arrived) == nullptr) {
+    // What the peer sent before it died is still delivered; nothing more comes.
+    status = fail(QUORUM_ERR_PEER_FAILED, "ucx", "rank {}: recv of {} B from failed peer {}", rank_,
+                  bytes, peer);
   }
   if (status != kOk) {
     req->complete(status);
     return status;
   }
+  // Every receive completes through recv_callback, which is what reports the
+  // length of what arrived (UCX 1.13 leaves recv_info unfilled when a
+  // receive completes at once). Probing for an arrived message first and
+  // taking it with ucp_tag_msg_recv_nbx lost eager messages of several
+  // fragments whose rest was still on its way.
   ucp_request_param_t param = request_param();
   param.cb.recv = &UcxTransport::recv_callback;
+  param.op_attr_mask |= UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
+  posting_recv_ = PostingRecv{true};
   ucs_status_ptr_t request =
-      message != nullptr
-          ? ucp_tag_msg_recv_nbx(worker_, buf, bytes, message, &param)
-          : ucp_tag_recv_nbx(worker_, buf, bytes, wire_tag(peer, tag), kFullMask, &param);
-  if (request == nullptr) {
-    // Only an arrived message completes at once (nothing else can match).
-    req->complete(kOk, message != nullptr ? arrived.length : bytes);
-    return kOk;
+      ucp_tag_recv_nbx(worker_, buf, bytes, wire_tag(peer, tag), kFullMask, &param);
+  const PostingRecv posted = posting_recv_;
+  posting_recv_ = PostingRecv{};
+  if (posted.done && !UCS_PTR_IS_ERR(request)) {
+    // Called back already: the message had arrived.
+    ucp_request_free(request);
+    if (posted.status == UCS_OK) {
+      req->complete(kOk, posted.length);
+      return kOk;
+    }
+    request = UCS_STATUS_PTR(posted.status);
   }
   if (UCS_PTR_IS_ERR(request)) {
     ucs_status_t st = UCS_PTR_STATUS(request);
     if (st == UCS_ERR_MESSAGE_TRUNCATED) {
       status = fail(QUORUM_ERR_MISMATCH, "ucx",
-                    "rank {}: message of {} B from peer {} with tag {} is longer than the {} B "
+                    "rank {}: message from peer {} with tag {} is longer than the {} B "
                     "receive buffer (truncated)",
-                    rank_, arrived.length, peer, tag, bytes);
+                    rank_, peer, tag, bytes);
     } else {
       status = fail(QUORUM_ERR_TRANSPORT, "ucx",
                     "rank {}: recv of {} B with tag {} from peer {} failed: {}", rank_, bytes, tag,
@@ -253,7 +258,15 @@ void UcxTransport::send_callback(void *request, ucs_status_t status, void *user_
 void UcxTransport::recv_callback(void *request, ucs_status_t status,
                                  const ucp_tag_recv_info_t *info, void *user_data) {
   size_t length = info != nullptr ? info->length : 0;
-  static_cast<UcxTransport *>(user_data)->on_op_done(static_cast<Op *>(request), status, length);
+  auto *self = static_cast<UcxTransport *>(user_data);
+  if (self->posting_recv_.active) {
+    // Within recv()'s own ucp_tag_recv_nbx: this is that receive.
+    self->posting_recv_.done = true;
+    self->posting_recv_.status = status;
+    self->posting_recv_.length = length;
+    return;
+  }
+  self->on_op_done(static_cast<Op *>(request), status, length);
 }
 
 void UcxTransport::on_op_done(Op *op, ucs_status_t st, size_t length) {

@@ -165,6 +165,14 @@ class UcxTransport : public Transport {
   bool answers_pending_ = false;  // some peer's probe waits for an answer
   bool probe_enabled_ = false;    // some peer is on another host (ucx_probe.cpp)
   int cancelled_sends_ = 0;       // cancelled operations still pending (checked by progress)
+  // A receive being posted (recv()): UCX may call it back before
+  // ucp_tag_recv_nbx returns, before its Op exists; the callback leaves its
+  // outcome here instead.
+  struct PostingRecv {
+    bool active = false, done = false;
+    ucs_status_t status = UCS_OK;
+    size_t length = 0;
+  } posting_recv_;
   uint64_t completions_ = 0;
   uint64_t next_liveness_check_ns_ = 0;
   std::atomic<int> first_failed_{-1};  // failed_peer()

@@ -27,6 +27,7 @@
 #include "runtime/status.hpp"
 #include "tools/cli_common.hpp"
 #include "tools/quorum_train_checks.hpp"
+#include "tools/quorum_tune_options.hpp"
 #include "tools/quorum_tune_report.hpp"
 #include "tools/train_common_options.hpp"
 #include "trainer/backend.hpp"
@@ -45,32 +46,9 @@ namespace report = quorum::tune_report;
 namespace checks = quorum::train_checks;
 using nlohmann::json;
 
-#ifndef QUORUM_TUNE_PLOT_SCRIPT
-#define QUORUM_TUNE_PLOT_SCRIPT "perf/plot_tune.py"
-#endif
-
 namespace {
 
-// The model, data and SGD options are quorum-train's (train_common_options.hpp).
-struct Options : quorum::train_options::CommonOptions {
-  std::string scaling = "sqrt";
-  std::string reduce = "sync", imbalance = "none";
-  tu::Reduction reduction = tu::Reduction::Sync;  // of `reduce`
-  unsigned max_staleness = 32;
-  double target = 0;  // percent
-  int batch_min = 16, batch_max = 1024;
-  double grid_factor = 2;
-  std::vector<int> ranks;
-  bool extrapolate = false;
-  int pilot_batch = 64;
-  double pilot_max_epochs = 3, pilot_screen = 0.1;
-  int evals_per_epoch = 20, noise_every = 2;
-  int profile_steps = 20, profile_warmup = 1;
-  double profile_seconds = 1, profile_precision = 0.01;
-  double price = 0, deadline = 0, budget = 0, memory_mb = 0;
-  std::string json_path, plot_path, plot_script = QUORUM_TUNE_PLOT_SCRIPT;
-  bool calibrate = true;
-};
+using quorum::tune_options::Options;
 
 int rank_of(quorum_comm_t comm) {
   return comm ? quorum_comm_rank(comm) : 0;
@@ -113,109 +91,7 @@ int main(int argc, char **argv) {
       "rank count, and pick one (run it as quorum-train is run: alone, or under quorum-run, "
       "mpirun or srun)"};
   Options o;
-  quorum::train_options::add_data_options(app, &o);
-  quorum::train_options::add_sgd_options(app, &o, "the batch --lr is given for",
-                                         "seed of the pilot's initial weights and data order");
-  app.add_option("--lr-scaling", o.scaling,
-                 "rate for a larger batch: sqrt (lr x sqrt(B / reference), the tuner's recipe) "
-                 "or linear (lr x B / reference, the standard one, with warmup)")
-      ->check(CLI::IsMember({"sqrt", "linear"}))
-      ->capture_default_str();
-  app.add_option("--reduce", o.reduce,
-                 "reduction to predict on K >= 2: sync, solo or majority (quorum-train's "
-                 "--reduce; the pilot itself reduces synchronously)")
-      ->check(CLI::IsMember({"sync", "solo", "majority"}))
-      ->capture_default_str();
-  app.add_option("--imbalance", o.imbalance,
-                 "the load imbalance to predict under, as quorum-train's --imbalance: none, "
-                 "paper:D[:K|:1-2], slow:R:D or exp:M (ms)")
-      ->capture_default_str();
-  app.add_option("--max-staleness", o.max_staleness,
-                 "solo/majority: a synchronous round every N+1 rounds, as quorum-train's")
-      ->capture_default_str();
-  app.add_option("--target-accuracy", o.target, "test accuracy to reach, percent (required)")
-      ->check(checks::finite())
-      ->check(CLI::Range(0.1, 100.0));
-  app.add_option("--batch-min", o.batch_min, "smallest local batch of the grid")
-      ->check(CLI::Range(2, 1 << 16))
-      ->capture_default_str();
-  app.add_option("--batch-max", o.batch_max, "largest local batch of the grid")
-      ->check(CLI::Range(2, 1 << 16))
-      ->capture_default_str();
-  app.add_option("--grid-factor", o.grid_factor, "ratio of neighbouring grid batches")
-      ->check(checks::finite())
-      ->check(CLI::Range(1.1, 16.0))
-      ->capture_default_str();
-  app.add_option("--ranks", o.ranks, "rank counts K to predict (default: 1 to the launched ranks)")
-      ->delimiter(',')
-      ->check(CLI::Range(1, 1 << 20));
-  app.add_flag("--extrapolate", o.extrapolate,
-               "allow --ranks above the launched ranks (their rows are marked extrapolated)");
-  app.add_option("--pilot-batch", o.pilot_batch, "local batch of the pilot run")
-      ->check(CLI::Range(2, 1 << 16))
-      ->capture_default_str();
-  app.add_option("--pilot-max-epochs", o.pilot_max_epochs,
-                 "the pilot gives up (target unreachable) after this many epochs")
-      ->check(checks::finite())
-      ->check(CLI::Range(0.01, 1000.0))
-      ->capture_default_str();
-  app.add_option("--pilot-screen", o.pilot_screen,
-                 "a pilot evaluation scores this fraction of the test set first, then three "
-                 "times it, then the whole, and stops once the part scored lies 3 standard "
-                 "errors from the target (parts under 200 examples are skipped; 1: every "
-                 "evaluation scores the whole set)")
-      ->check(checks::finite())
-      ->check(CLI::Range(0.01, 1.0))
-      ->capture_default_str();
-  app.add_option("--evals-per-epoch", o.evals_per_epoch,
-                 "pilot test evaluations per epoch (as quorum-train's; predictions count steps "
-                 "to the first evaluation at or above the target)")
-      ->check(CLI::Range(1, 1000))
-      ->capture_default_str();
-  app.add_option("--noise-every", o.noise_every,
-                 "measure the gradient noise scale every N pilot steps (one process: costs "
-                 "half a step each)")
-      ->check(CLI::Range(1, 1 << 20))
-      ->capture_default_str();
-  app.add_option("--profile-steps", o.profile_steps, "timed steps per profiled batch size")
-      ->check(CLI::Range(1, 100000))
-      ->capture_default_str();
-  app.add_option("--profile-seconds", o.profile_seconds,
-                 "fewer timed steps (at least 3) per batch size once they took this long")
-      ->check(checks::finite())
-      ->check(CLI::PositiveNumber)
-      ->capture_default_str();
-  app.add_option("--profile-precision", o.profile_precision,
-                 "fewer timed steps (at least 3) per batch size once the standard error of "
-                 "their mean is at most this fraction of it (0: off)")
-      ->check(checks::finite())
-      ->check(CLI::Range(0.0, 1.0))
-      ->capture_default_str();
-  app.add_flag("--no-calibrate{false}", o.calibrate,
-               "keep the profile's step times as measured (default: scaled to the pilot's "
-               "longer measurement at its batch)");
-  app.add_option("--profile-warmup", o.profile_warmup, "untimed steps before them")
-      ->check(CLI::Range(0, 100000))
-      ->capture_default_str();
-  app.add_option("--price", o.price, "price per rank-hour (default: cost in rank-seconds)")
-      ->check(checks::finite())
-      ->check(CLI::PositiveNumber);
-  app.add_option("--deadline", o.deadline, "pick the cheapest configuration within S seconds")
-      ->check(checks::finite())
-      ->check(CLI::PositiveNumber);
-  app.add_option("--budget", o.budget, "pick the fastest configuration within this cost")
-      ->check(checks::finite())
-      ->check(CLI::PositiveNumber);
-  app.add_option("--memory-mb", o.memory_mb,
-                 "memory per rank for the model (default: half the available memory shared "
-                 "by the ranks)")
-      ->check(checks::finite())
-      ->check(CLI::PositiveNumber);
-  app.add_option("--json", o.json_path, "write the predictions and the choice here (atomically)");
-  app.add_option("--plot", o.plot_path,
-                 "draw cost against time (front, knee, choice) to this PNG (python3-matplotlib)");
-  app.add_option("--plot-script", o.plot_script, "the script --plot runs (perf/plot_tune.py)")
-      ->capture_default_str();
+  quorum::tune_options::add_options(app, &o);
   quorum_tools::add_version_flag(app, "quorum-tune");
   QUORUM_TOOL_PARSE(app, argc, argv);
   auto usage = [](const std::string &e) {

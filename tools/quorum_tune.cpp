@@ -197,7 +197,10 @@ int main(int argc, char **argv) {
     }
     return 0;
   };
+  using Clock = std::chrono::steady_clock;
+  const auto t_setup = Clock::now();
   int code = set_up();
+  const double setup_seconds = std::chrono::duration<double>(Clock::now() - t_setup).count();
   std::string error = code != 0 ? quorum::last_error() : "";
   if (comm && world > 1) {
     int agreed = code;
@@ -214,7 +217,6 @@ int main(int argc, char **argv) {
     return finish(c);
   };
   if (code != 0) return stop(code, error);
-  using Clock = std::chrono::steady_clock;
   const auto t_start = Clock::now();
   auto elapsed = [&] { return std::chrono::duration<double>(Clock::now() - t_start).count(); };
 
@@ -222,6 +224,7 @@ int main(int argc, char **argv) {
   tu::ProfileOptions po;
   po.model = o.model, po.batches = grid, po.warmup = o.profile_warmup, po.timed = o.profile_steps;
   po.max_seconds = o.profile_seconds, po.precision = o.profile_precision;
+  po.tight = o.profile_tight;
   tu::StepProfile alone, together;
   auto show = [&](const char *what) {
     return [&, what](int b, double s) {
@@ -230,25 +233,38 @@ int main(int argc, char **argv) {
     };
   };
   quorum::Status st = quorum::kOk;
+  double alone_seconds = 0;  // rank 0's profile alone (the others wait)
   if (rank == 0)
     st = tu::profile_compute(po, backend.get(), data.train, nullptr, show("one rank"), &alone);
   if (comm && world > 1) {
     // Broadcast rank 0's table (the others waited at the broadcast).
     std::vector<double> times(grid.size(), 0);
     if (rank == 0 && st == quorum::kOk)
-      for (size_t i = 0; i < grid.size(); ++i) times[i] = alone.points()[i].seconds;
+      for (size_t i = 0; i < alone.points().size(); ++i) times[i] = alone.points()[i].seconds;
     if (quorum_bcast(comm, times.data(), times.size() * sizeof(double), 0) != QUORUM_OK)
       return stop(1, quorum_last_error());
     if (rank != 0)
       for (size_t i = 0; i < grid.size(); ++i)
         if (times[i] > 0) (void)alone.add(grid[i], times[i]);
-    if (st == quorum::kOk && alone.points().size() == grid.size())
+    alone_seconds = elapsed();
+    if (st == quorum::kOk && !alone.empty())
       st = tu::profile_compute(po, backend.get(), data.train, comm,
                                show(fmt::format("{} ranks", world).c_str()), &together);
   }
-  if (st != quorum::kOk || alone.points().size() != grid.size())
+  if (st != quorum::kOk || alone.empty())
     return stop(1, st != quorum::kOk ? quorum::last_error() : "profile failed on rank 0");
   const double profile_seconds = elapsed();
+  if (alone_seconds == 0) alone_seconds = profile_seconds;
+  for (const tu::StepProfile *p : {&alone, &together})
+    if (!p->empty() && p->points().back().batch < grid.back())
+      say(fmt::format(
+          "profile ({}): batches above {} left unmeasured, extended from the last "
+          "three, which lie on a line to within {:.0f}% (--profile-tight)",
+          p == &alone ? "one rank" : "all ranks", p->points().back().batch, 100 * o.profile_tight));
+  say(
+      fmt::format("profile took {:.1f} s (one rank {:.1f} s, all ranks {:.1f} s); setup and data "
+                  "load {:.1f} s before it",
+                  profile_seconds, alone_seconds, profile_seconds - alone_seconds, setup_seconds));
 
   // 2. Allreduce on the launched ranks.
   tu::AlphaBeta ab;
@@ -277,8 +293,10 @@ int main(int argc, char **argv) {
   pilot.target_accuracy = o.target / 100, pilot.evals_per_epoch = o.evals_per_epoch;
   pilot.max_epochs = o.pilot_max_epochs, pilot.noise_every = o.noise_every;
   pilot.screen_fraction = o.pilot_screen;
-  say(fmt::format("pilot: batch {} ({} per rank), lr {:.4g}, until {:.2f}% (at most {} epochs)", b0,
-                  o.pilot_batch, pilot.lr, o.target, o.pilot_max_epochs));
+  pilot.extrapolate = o.pilot_extrapolate;
+  say(fmt::format("pilot: batch {} ({} per rank), lr {:.4g}, until {:.2f}% (at most {} epochs{})",
+                  b0, o.pilot_batch, pilot.lr, o.target, o.pilot_max_epochs,
+                  o.pilot_extrapolate ? "; or until a fit of its curve gives the step" : ""));
   qt::LocalGradientReducer local;
   qt::GradientReducer *reducer = dist ? static_cast<qt::GradientReducer *>(dist.get()) : &local;
   tu::PilotResult pr;
@@ -303,15 +321,7 @@ int main(int argc, char **argv) {
     return stop(1, fmt::format("the pilot could not measure the gradient noise scale: {} samples "
                                "gave no positive |G|^2 (a short pilot); lower --noise-every",
                                pr.noise_samples));
-  say(fmt::format(
-      "pilot reached {:.2f}% at step {} ({:.2f} epochs, {:.1f} s training + {:.1f} s "
-      "evaluating, {} of {} evaluations decided on part of the test set); B_noise near the target "
-      "{:.0f} "
-      "+- {:.0f} (the last {} of {} samples; over the whole pilot {:.0f}, smoothed at its end "
-      "{:.0f})",
-      o.target, pr.steps, double(pr.steps) / double(pr.steps_per_epoch), pr.train_seconds,
-      pr.eval_seconds, pr.screened_out, pr.evaluations, pr.b_noise, pr.b_noise_error,
-      pr.late_samples, pr.noise_samples, pr.b_noise_whole, pr.b_noise_ema));
+  say(report::pilot_summary(pr, o.target));
 
   // The profile gives the shape of step time against the batch from a few
   // seconds per batch; the pilot timed quorum-train's own step at its batch
@@ -332,15 +342,14 @@ int main(int argc, char **argv) {
                                       : " (not: no pilot step without a noise measurement)"));
 
   // 4. Predict and choose. Steps count to the first evaluation at or above the
-  // target: the pilot's count is anchored half an evaluation interval earlier.
+  // target: the pilot's count (measured or extrapolated) is anchored half an
+  // evaluation interval earlier.
   tu::PredictorInputs in;
   in.compute = alone;
   in.compute_many = together;
   in.allreduce = ab;
   in.gradient_bytes = grad_bytes;
-  const double interval0 = double(pr.steps_per_epoch) / o.evals_per_epoch;
-  in.steps =
-      tu::StepsModel::anchored(std::max(1.0, double(pr.steps) - interval0 / 2), b0, pr.b_noise);
+  in.steps = tu::StepsModel::anchored(pr.target_steps, b0, pr.b_noise);
   in.eval_every_examples = double(data.train.count) / o.evals_per_epoch;
   in.local_batches = grid;
   in.ranks = o.ranks;
@@ -377,10 +386,12 @@ int main(int argc, char **argv) {
         c.seconds, c.cost, unit.c_str(), o.target, choice.reason.c_str());
     std::printf("run it: quorum-train %s (on %d rank(s))\n", train_flags(c, o).c_str(), c.ranks);
     std::printf(
-        "tuning took %.1f s: profile %.1f, allreduce %.1f, pilot %.1f (%lld steps, "
-        "%.1f s of it training)\n",
-        tuning_seconds, profile_seconds, comm_seconds, pilot_seconds,
-        static_cast<long long>(pr.steps), pr.train_seconds);
+        "tuning took %.1f s: profile %.1f (one rank %.1f), allreduce %.1f, pilot %.1f (%lld "
+        "steps %s, %.1f s of it training, %.1f s evaluating); setup and data load %.1f s "
+        "before\n",
+        tuning_seconds, profile_seconds, alone_seconds, comm_seconds, pilot_seconds,
+        static_cast<long long>(pr.steps), pr.extrapolated ? "then extrapolated" : "to the target",
+        pr.train_seconds, pr.eval_seconds, setup_seconds);
     std::printf(
         "tuning cost: %.0f%% of one default run (%d epochs at local batch %d on %d rank(s): "
         "%.1f s of training predicted)\n",
@@ -404,17 +415,17 @@ int main(int argc, char **argv) {
              {"b_noise_smoothed", pr.b_noise_ema},
              {"b_noise_whole_pilot", pr.b_noise_whole},
              {"s_min", in.steps.s_min},
-             {"pilot",
-              {{"global_batch", b0},
-               {"steps", pr.steps},
-               {"steps_per_epoch", pr.steps_per_epoch},
-               {"train_seconds", pr.train_seconds},
-               {"eval_seconds", pr.eval_seconds},
-               {"evaluations", pr.evaluations},
-               {"screened_out", pr.screened_out},
-               {"seconds", pilot_seconds}}},
+             {"pilot", report::pilot_json(pr, b0, pilot_seconds)},
              {"allreduce", {{"alpha", ab.alpha}, {"beta", ab.beta}, {"r2", ab.r2}}},
              {"tuning_seconds", tuning_seconds},
+             {"phase_seconds",
+              {{"setup", setup_seconds},
+               {"profile_one_rank", alone_seconds},
+               {"profile_all_ranks", profile_seconds - alone_seconds},
+               {"allreduce", comm_seconds},
+               {"pilot_training", pr.train_seconds},
+               {"pilot_evaluating", pr.eval_seconds},
+               {"pilot", pilot_seconds}}},
              {"default_run_seconds", default_run_seconds},
              {"profile_calibration", calibration},
              {"rows", json::array()}};

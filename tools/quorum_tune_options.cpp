@@ -1,6 +1,8 @@
 // quorum_tune_options.cpp: see quorum_tune_options.hpp.
 #include "tools/quorum_tune_options.hpp"
 
+#include <map>
+
 #include "tools/quorum_train_checks.hpp"
 
 namespace quorum::tune_options {
@@ -55,6 +57,13 @@ void add_options(CLI::App &app, Options *op) {
       ->check(checks::finite())
       ->check(CLI::Range(0.01, 1000.0))
       ->capture_default_str();
+  app.add_option("--pilot-extrapolate", o.pilot_extrapolate,
+                 "on: the pilot stops short of the target once a fit of its accuracy curve "
+                 "gives the step it crosses the target to within 5%, and takes that step; "
+                 "off: it trains until an evaluation reaches the target")
+      ->transform(
+          CLI::CheckedTransformer(std::map<std::string, bool>{{"on", true}, {"off", false}}))
+      ->default_str("on");
   app.add_option("--pilot-screen", o.pilot_screen,
                  "a pilot evaluation scores this fraction of the test set first, then three "
                  "times it, then the whole, and stops once the part scored lies 3 standard "
@@ -84,6 +93,13 @@ void add_options(CLI::App &app, Options *op) {
   app.add_option("--profile-precision", o.profile_precision,
                  "fewer timed steps (at least 3) per batch size once the standard error of "
                  "their mean is at most this fraction of it (0: off)")
+      ->check(checks::finite())
+      ->check(CLI::Range(0.0, 1.0))
+      ->capture_default_str();
+  app.add_option("--profile-tight", o.profile_tight,
+                 "leave the larger batches unmeasured (extrapolated, marked x) once three "
+                 "neighbouring ones lie on a line in log-log to within this fraction (0: measure "
+                 "every batch)")
       ->check(checks::finite())
       ->check(CLI::Range(0.0, 1.0))
       ->capture_default_str();

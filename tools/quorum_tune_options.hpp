@@ -30,9 +30,10 @@ struct Options : quorum::train_options::CommonOptions {
   bool extrapolate = false;
   int pilot_batch = 64;
   double pilot_max_epochs = 3, pilot_screen = 0.1;
+  bool pilot_extrapolate = true;  // --pilot-extrapolate on|off
   int evals_per_epoch = 20, noise_every = 2;
   int profile_steps = 20, profile_warmup = 1;
-  double profile_seconds = 1, profile_precision = 0.01;
+  double profile_seconds = 1, profile_precision = 0.01, profile_tight = 0.01;
   double price = 0, deadline = 0, budget = 0, memory_mb = 0;
   std::string json_path, plot_path, plot_script = QUORUM_TUNE_PLOT_SCRIPT;
   bool calibrate = true;

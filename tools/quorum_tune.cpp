@@ -27,6 +27,7 @@
 #include "runtime/status.hpp"
 #include "tools/cli_common.hpp"
 #include "tools/quorum_train_checks.hpp"
+#include "tools/quorum_tune_options.hpp"
 #include "tools/quorum_tune_report.hpp"
 #include "tools/train_common_options.hpp"
 #include "trainer/backend.hpp"
@@ -45,32 +46,9 @@ namespace report = quorum::tune_report;
 namespace checks = quorum::train_checks;
 using nlohmann::json;
 
-#ifndef QUORUM_TUNE_PLOT_SCRIPT
-#define QUORUM_TUNE_PLOT_SCRIPT "perf/plot_tune.py"
-#endif
-
 namespace {
 
-// The model, data and SGD options are quorum-train's (train_common_options.hpp).
-struct Options : quorum::train_options::CommonOptions {
-  std::string scaling = "sqrt";
-  std::string reduce = "sync", imbalance = "none";
-  tu::Reduction reduction = tu::Reduction::Sync;  // of `reduce`
-  unsigned max_staleness = 32;
-  double target = 0;  // percent
-  int batch_min = 16, batch_max = 1024;
-  double grid_factor = 2;
-  std::vector<int> ranks;
-  bool extrapolate = false;
-  int pilot_batch = 64;
-  double pilot_max_epochs = 3, pilot_screen = 0.1;
-  int evals_per_epoch = 20, noise_every = 2;
-  int profile_steps = 20, profile_warmup = 1;
-  double profile_seconds = 1, profile_precision = 0.01;
-  double price = 0, deadline = 0, budget = 0, memory_mb = 0;
-  std::string json_path, plot_path, plot_script = QUORUM_TUNE_PLOT_SCRIPT;
-  bool calibrate = true;
-};
+using quorum::tune_options::Options;
 
 int rank_of(quorum_comm_t comm) {
   return comm ? quorum_comm_rank(comm) : 0;
@@ -113,109 +91,7 @@ int main(int argc, char **argv) {
       "rank count, and pick one (run it as quorum-train is run: alone, or under quorum-run, "
       "mpirun or srun)"};
   Options o;
-  quorum::train_options::add_data_options(app, &o);
-  quorum::train_options::add_sgd_options(app, &o, "the batch --lr is given for",
-                                         "seed of the pilot's initial weights and data order");
-  app.add_option("--lr-scaling", o.scaling,
-                 "rate for a larger batch: sqrt (lr x sqrt(B / reference), the tuner's recipe) "
-                 "or linear (lr x B / reference, the standard one, with warmup)")
-      ->check(CLI::IsMember({"sqrt", "linear"}))
-      ->capture_default_str();
-  app.add_option("--reduce", o.reduce,
-                 "reduction to predict on K >= 2: sync, solo or majority (quorum-train's "
-                 "--reduce; the pilot itself reduces synchronously)")
-      ->check(CLI::IsMember({"sync", "solo", "majority"}))
-      ->capture_default_str();
-  app.add_option("--imbalance", o.imbalance,
-                 "the load imbalance to predict under, as quorum-train's --imbalance: none, "
-                 "paper:D[:K|:1-2], slow:R:D or exp:M (ms)")
-      ->capture_default_str();
-  app.add_option("--max-staleness", o.max_staleness,
-                 "solo/majority: a synchronous round every N+1 rounds, as quorum-train's")
-      ->capture_default_str();
-  app.add_option("--target-accuracy", o.target, "test accuracy to reach, percent (required)")
-      ->check(checks::finite())
-      ->check(CLI::Range(0.1, 100.0));
-  app.add_option("--batch-min", o.batch_min, "smallest local batch of the grid")
-      ->check(CLI::Range(2, 1 << 16))
-      ->capture_default_str();
-  app.add_option("--batch-max", o.batch_max, "largest local batch of the grid")
-      ->check(CLI::Range(2, 1 << 16))
-      ->capture_default_str();
-  app.add_option("--grid-factor", o.grid_factor, "ratio of neighbouring grid batches")
-      ->check(checks::finite())
-      ->check(CLI::Range(1.1, 16.0))
-      ->capture_default_str();
-  app.add_option("--ranks", o.ranks, "rank counts K to predict (default: 1 to the launched ranks)")
-      ->delimiter(',')
-      ->check(CLI::Range(1, 1 << 20));
-  app.add_flag("--extrapolate", o.extrapolate,
-               "allow --ranks above the launched ranks (their rows are marked extrapolated)");
-  app.add_option("--pilot-batch", o.pilot_batch, "local batch of the pilot run")
-      ->check(CLI::Range(2, 1 << 16))
-      ->capture_default_str();
-  app.add_option("--pilot-max-epochs", o.pilot_max_epochs,
-                 "the pilot gives up (target unreachable) after this many epochs")
-      ->check(checks::finite())
-      ->check(CLI::Range(0.01, 1000.0))
-      ->capture_default_str();
-  app.add_option("--pilot-screen", o.pilot_screen,
-                 "a pilot evaluation scores this fraction of the test set first, then three "
-                 "times it, then the whole, and stops once the part scored lies 3 standard "
-                 "errors from the target (parts under 200 examples are skipped; 1: every "
-                 "evaluation scores the whole set)")
-      ->check(checks::finite())
-      ->check(CLI::Range(0.01, 1.0))
-      ->capture_default_str();
-  app.add_option("--evals-per-epoch", o.evals_per_epoch,
-                 "pilot test evaluations per epoch (as quorum-train's; predictions count steps "
-                 "to the first evaluation at or above the target)")
-      ->check(CLI::Range(1, 1000))
-      ->capture_default_str();
-  app.add_option("--noise-every", o.noise_every,
-                 "measure the gradient noise scale every N pilot steps (one process: costs "
-                 "half a step each)")
-      ->check(CLI::Range(1, 1 << 20))
-      ->capture_default_str();
-  app.add_option("--profile-steps", o.profile_steps, "timed steps per profiled batch size")
-      ->check(CLI::Range(1, 100000))
-      ->capture_default_str();
-  app.add_option("--profile-seconds", o.profile_seconds,
-                 "fewer timed steps (at least 3) per batch size once they took this long")
-      ->check(checks::finite())
-      ->check(CLI::PositiveNumber)
-      ->capture_default_str();
-  app.add_option("--profile-precision", o.profile_precision,
-                 "fewer timed steps (at least 3) per batch size once the standard error of "
-                 "their mean is at most this fraction of it (0: off)")
-      ->check(checks::finite())
-      ->check(CLI::Range(0.0, 1.0))
-      ->capture_default_str();
-  app.add_flag("--no-calibrate{false}", o.calibrate,
-               "keep the profile's step times as measured (default: scaled to the pilot's "
-               "longer measurement at its batch)");
-  app.add_option("--profile-warmup", o.profile_warmup, "untimed steps before them")
-      ->check(CLI::Range(0, 100000))
-      ->capture_default_str();
-  app.add_option("--price", o.price, "price per rank-hour (default: cost in rank-seconds)")
-      ->check(checks::finite())
-      ->check(CLI::PositiveNumber);
-  app.add_option("--deadline", o.deadline, "pick the cheapest configuration within S seconds")
-      ->check(checks::finite())
-      ->check(CLI::PositiveNumber);
-  app.add_option("--budget", o.budget, "pick the fastest configuration within this cost")
-      ->check(checks::finite())
-      ->check(CLI::PositiveNumber);
-  app.add_option("--memory-mb", o.memory_mb,
-                 "memory per rank for the model (default: half the available memory shared "
-                 "by the ranks)")
-      ->check(checks::finite())
-      ->check(CLI::PositiveNumber);
-  app.add_option("--json", o.json_path, "write the predictions and the choice here (atomically)");
-  app.add_option("--plot", o.plot_path,
-                 "draw cost against time (front, knee, choice) to this PNG (python3-matplotlib)");
-  app.add_option("--plot-script", o.plot_script, "the script --plot runs (perf/plot_tune.py)")
-      ->capture_default_str();
+  quorum::tune_options::add_options(app, &o);
   quorum_tools::add_version_flag(app, "quorum-tune");
   QUORUM_TOOL_PARSE(app, argc, argv);
   auto usage = [](const std::string &e) {
@@ -321,7 +197,10 @@ int main(int argc, char **argv) {
     }
     return 0;
   };
+  using Clock = std::chrono::steady_clock;
+  const auto t_setup = Clock::now();
   int code = set_up();
+  const double setup_seconds = std::chrono::duration<double>(Clock::now() - t_setup).count();
   std::string error = code != 0 ? quorum::last_error() : "";
   if (comm && world > 1) {
     int agreed = code;
@@ -338,7 +217,6 @@ int main(int argc, char **argv) {
     return finish(c);
   };
   if (code != 0) return stop(code, error);
-  using Clock = std::chrono::steady_clock;
   const auto t_start = Clock::now();
   auto elapsed = [&] { return std::chrono::duration<double>(Clock::now() - t_start).count(); };
 
@@ -346,6 +224,7 @@ int main(int argc, char **argv) {
   tu::ProfileOptions po;
   po.model = o.model, po.batches = grid, po.warmup = o.profile_warmup, po.timed = o.profile_steps;
   po.max_seconds = o.profile_seconds, po.precision = o.profile_precision;
+  po.tight = o.profile_tight;
   tu::StepProfile alone, together;
   auto show = [&](const char *what) {
     return [&, what](int b, double s) {
@@ -354,25 +233,38 @@ int main(int argc, char **argv) {
     };
   };
   quorum::Status st = quorum::kOk;
+  double alone_seconds = 0;  // rank 0's profile alone (the others wait)
   if (rank == 0)
     st = tu::profile_compute(po, backend.get(), data.train, nullptr, show("one rank"), &alone);
   if (comm && world > 1) {
     // Broadcast rank 0's table (the others waited at the broadcast).
     std::vector<double> times(grid.size(), 0);
     if (rank == 0 && st == quorum::kOk)
-      for (size_t i = 0; i < grid.size(); ++i) times[i] = alone.points()[i].seconds;
+      for (size_t i = 0; i < alone.points().size(); ++i) times[i] = alone.points()[i].seconds;
     if (quorum_bcast(comm, times.data(), times.size() * sizeof(double), 0) != QUORUM_OK)
       return stop(1, quorum_last_error());
     if (rank != 0)
       for (size_t i = 0; i < grid.size(); ++i)
         if (times[i] > 0) (void)alone.add(grid[i], times[i]);
-    if (st == quorum::kOk && alone.points().size() == grid.size())
+    alone_seconds = elapsed();
+    if (st == quorum::kOk && !alone.empty())
       st = tu::profile_compute(po, backend.get(), data.train, comm,
                                show(fmt::format("{} ranks", world).c_str()), &together);
   }
-  if (st != quorum::kOk || alone.points().size() != grid.size())
+  if (st != quorum::kOk || alone.empty())
     return stop(1, st != quorum::kOk ? quorum::last_error() : "profile failed on rank 0");
   const double profile_seconds = elapsed();
+  if (alone_seconds == 0) alone_seconds = profile_seconds;
+  for (const tu::StepProfile *p : {&alone, &together})
+    if (!p->empty() && p->points().back().batch < grid.back())
+      say(fmt::format(
+          "profile ({}): batches above {} left unmeasured, extended from the last "
+          "three, which lie on a line to within {:.0f}% (--profile-tight)",
+          p == &alone ? "one rank" : "all ranks", p->points().back().batch, 100 * o.profile_tight));
+  say(
+      fmt::format("profile took {:.1f} s (one rank {:.1f} s, all ranks {:.1f} s); setup and data "
+                  "load {:.1f} s before it",
+                  profile_seconds, alone_seconds, profile_seconds - alone_seconds, setup_seconds));
 
   // 2. Allreduce on the launched ranks.
   tu::AlphaBeta ab;
@@ -401,8 +293,10 @@ int main(int argc, char **argv) {
   pilot.target_accuracy = o.target / 100, pilot.evals_per_epoch = o.evals_per_epoch;
   pilot.max_epochs = o.pilot_max_epochs, pilot.noise_every = o.noise_every;
   pilot.screen_fraction = o.pilot_screen;
-  say(fmt::format("pilot: batch {} ({} per rank), lr {:.4g}, until {:.2f}% (at most {} epochs)", b0,
-                  o.pilot_batch, pilot.lr, o.target, o.pilot_max_epochs));
+  pilot.extrapolate = o.pilot_extrapolate;
+  say(fmt::format("pilot: batch {} ({} per rank), lr {:.4g}, until {:.2f}% (at most {} epochs{})",
+                  b0, o.pilot_batch, pilot.lr, o.target, o.pilot_max_epochs,
+                  o.pilot_extrapolate ? "; or until a fit of its curve gives the step" : ""));
   qt::LocalGradientReducer local;
   qt::GradientReducer *reducer = dist ? static_cast<qt::GradientReducer *>(dist.get()) : &local;
   tu::PilotResult pr;
@@ -427,15 +321,7 @@ int main(int argc, char **argv) {
     return stop(1, fmt::format("the pilot could not measure the gradient noise scale: {} samples "
                                "gave no positive |G|^2 (a short pilot); lower --noise-every",
                                pr.noise_samples));
-  say(fmt::format(
-      "pilot reached {:.2f}% at step {} ({:.2f} epochs, {:.1f} s training + {:.1f} s "
-      "evaluating, {} of {} evaluations decided on part of the test set); B_noise near the target "
-      "{:.0f} "
-      "+- {:.0f} (the last {} of {} samples; over the whole pilot {:.0f}, smoothed at its end "
-      "{:.0f})",
-      o.target, pr.steps, double(pr.steps) / double(pr.steps_per_epoch), pr.train_seconds,
-      pr.eval_seconds, pr.screened_out, pr.evaluations, pr.b_noise, pr.b_noise_error,
-      pr.late_samples, pr.noise_samples, pr.b_noise_whole, pr.b_noise_ema));
+  say(report::pilot_summary(pr, o.target));
 
   // The profile gives the shape of step time against the batch from a few
   // seconds per batch; the pilot timed quorum-train's own step at its batch
@@ -456,15 +342,14 @@ int main(int argc, char **argv) {
                                       : " (not: no pilot step without a noise measurement)"));
 
   // 4. Predict and choose. Steps count to the first evaluation at or above the
-  // target: the pilot's count is anchored half an evaluation interval earlier.
+  // target: the pilot's count (measured or extrapolated) is anchored half an
+  // evaluation interval earlier.
   tu::PredictorInputs in;
   in.compute = alone;
   in.compute_many = together;
   in.allreduce = ab;
   in.gradient_bytes = grad_bytes;
-  const double interval0 = double(pr.steps_per_epoch) / o.evals_per_epoch;
-  in.steps =
-      tu::StepsModel::anchored(std::max(1.0, double(pr.steps) - interval0 / 2), b0, pr.b_noise);
+  in.steps = tu::StepsModel::anchored(pr.target_steps, b0, pr.b_noise);
   in.eval_every_examples = double(data.train.count) / o.evals_per_epoch;
   in.local_batches = grid;
   in.ranks = o.ranks;
@@ -501,10 +386,12 @@ int main(int argc, char **argv) {
         c.seconds, c.cost, unit.c_str(), o.target, choice.reason.c_str());
     std::printf("run it: quorum-train %s (on %d rank(s))\n", train_flags(c, o).c_str(), c.ranks);
     std::printf(
-        "tuning took %.1f s: profile %.1f, allreduce %.1f, pilot %.1f (%lld steps, "
-        "%.1f s of it training)\n",
-        tuning_seconds, profile_seconds, comm_seconds, pilot_seconds,
-        static_cast<long long>(pr.steps), pr.train_seconds);
+        "tuning took %.1f s: profile %.1f (one rank %.1f), allreduce %.1f, pilot %.1f (%lld "
+        "steps %s, %.1f s of it training, %.1f s evaluating); setup and data load %.1f s "
+        "before\n",
+        tuning_seconds, profile_seconds, alone_seconds, comm_seconds, pilot_seconds,
+        static_cast<long long>(pr.steps), pr.extrapolated ? "then extrapolated" : "to the target",
+        pr.train_seconds, pr.eval_seconds, setup_seconds);
     std::printf(
         "tuning cost: %.0f%% of one default run (%d epochs at local batch %d on %d rank(s): "
         "%.1f s of training predicted)\n",
@@ -528,17 +415,17 @@ int main(int argc, char **argv) {
              {"b_noise_smoothed", pr.b_noise_ema},
              {"b_noise_whole_pilot", pr.b_noise_whole},
              {"s_min", in.steps.s_min},
-             {"pilot",
-              {{"global_batch", b0},
-               {"steps", pr.steps},
-               {"steps_per_epoch", pr.steps_per_epoch},
-               {"train_seconds", pr.train_seconds},
-               {"eval_seconds", pr.eval_seconds},
-               {"evaluations", pr.evaluations},
-               {"screened_out", pr.screened_out},
-               {"seconds", pilot_seconds}}},
+             {"pilot", report::pilot_json(pr, b0, pilot_seconds)},
              {"allreduce", {{"alpha", ab.alpha}, {"beta", ab.beta}, {"r2", ab.r2}}},
              {"tuning_seconds", tuning_seconds},
+             {"phase_seconds",
+              {{"setup", setup_seconds},
+               {"profile_one_rank", alone_seconds},
+               {"profile_all_ranks", profile_seconds - alone_seconds},
+               {"allreduce", comm_seconds},
+               {"pilot_training", pr.train_seconds},
+               {"pilot_evaluating", pr.eval_seconds},
+               {"pilot", pilot_seconds}}},
              {"default_run_seconds", default_run_seconds},
              {"profile_calibration", calibration},
              {"rows", json::array()}};

@@ -7,11 +7,62 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
 
 namespace quorum::tune_report {
+
+namespace {
+nlohmann::json fit_json(const tu::CurveFit &f) {
+  return {{"model", "err(s) = a + b * s^-c"},
+          {"a", f.a},
+          {"b", f.b},
+          {"c", f.c},
+          {"rmse", f.rmse},
+          {"points", f.points},
+          {"crossing", f.crossing},
+          {"crossing_error", std::isfinite(f.crossing_error) ? nlohmann::json(f.crossing_error)
+                                                             : nlohmann::json(nullptr)}};
+}
+}  // namespace
+
+std::string pilot_summary(const tu::PilotResult &pr, double target) {
+  const double epochs = double(pr.steps) / double(pr.steps_per_epoch);
+  std::string where =
+      pr.extrapolated
+          ? fmt::format(
+                "pilot stopped at step {} ({:.2f} epochs, best {:.2f}%) and extrapolated: the "
+                "fit err(s) = {:.4f} + {:.3g} s^-{:.3f} of {} evaluations (rmse {:.2f} points) "
+                "crosses {:.2f}% at step {:.0f} +- {:.0f}; first seen there at step {:.0f}",
+                pr.steps, epochs, 100 * pr.best_accuracy, pr.fit.a, pr.fit.b, pr.fit.c,
+                pr.fit.points, 100 * pr.fit.rmse, target, pr.fit.crossing, pr.fit.crossing_error,
+                pr.target_steps)
+          : fmt::format("pilot reached {:.2f}% at step {} ({:.2f} epochs, measured)", target,
+                        pr.steps, epochs);
+  return fmt::format(
+      "{}; {:.1f} s training + {:.1f} s evaluating, {} of {} evaluations decided on part of the "
+      "test set; B_noise near the end {:.0f} +- {:.0f} (the last {} of {} samples; over the "
+      "whole pilot {:.0f}, smoothed at its end {:.0f})",
+      where, pr.train_seconds, pr.eval_seconds, pr.screened_out, pr.evaluations, pr.b_noise,
+      pr.b_noise_error, pr.late_samples, pr.noise_samples, pr.b_noise_whole, pr.b_noise_ema);
+}
+
+nlohmann::json pilot_json(const tu::PilotResult &pr, double global_batch, double seconds) {
+  nlohmann::json j{{"global_batch", global_batch},
+                   {"steps", pr.steps},
+                   {"steps_source", pr.extrapolated ? "extrapolated" : "measured"},
+                   {"target_steps", pr.target_steps},
+                   {"steps_per_epoch", pr.steps_per_epoch},
+                   {"train_seconds", pr.train_seconds},
+                   {"eval_seconds", pr.eval_seconds},
+                   {"evaluations", pr.evaluations},
+                   {"screened_out", pr.screened_out},
+                   {"seconds", seconds}};
+  if (pr.fit.points > 0) j["fit"] = fit_json(pr.fit);
+  return j;
+}
 
 void print_table(const std::vector<tu::Prediction> &rows, size_t chosen,
                  const std::string &cost_unit) {

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "runtime/status.hpp"
+#include "trainer/tuner/pilot.hpp"
 #include "trainer/tuner/predictor.hpp"
 
 namespace quorum::tune_report {
@@ -19,6 +20,13 @@ void print_table(const std::vector<tu::Prediction> &rows, size_t chosen,
                  const std::string &cost_unit);
 
 nlohmann::json row_json(const tu::Prediction &p);
+
+// The pilot's outcome, one line (target in percent): where it reached the
+// target, measured or extrapolated (with the fit), and the noise scale.
+std::string pilot_summary(const tu::PilotResult &pr, double target);
+// The JSON "pilot" object: its batch, steps (measured or extrapolated), fit
+// and times.
+nlohmann::json pilot_json(const tu::PilotResult &pr, double global_batch, double seconds);
 
 // Checks before any work that `path` can be written (its folder exists and is
 // writable, it is not a folder): an error saying why, or "".

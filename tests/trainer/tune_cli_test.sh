@@ -43,6 +43,14 @@ for r in rows:
     assert abs(r["cost"] - r["seconds"] * r["ranks"]) <= 1e-6 * r["cost"], r
     assert r["global_batch"] == r["local_batch"] * r["ranks"], r
 assert doc["b_noise"] > 0 and doc["s_min"] > 0 and doc["pilot"]["steps"] > 0
+pilot = doc["pilot"]
+assert pilot["steps_source"] in ("measured", "extrapolated"), pilot
+assert 0 < pilot["target_steps"] <= pilot["steps"] or pilot["steps_source"] == "extrapolated", pilot
+if pilot["steps_source"] == "extrapolated":
+    assert pilot["fit"]["crossing"] > pilot["steps"], pilot
+assert set(doc["phase_seconds"]) >= {"setup", "profile_one_rank", "profile_all_ranks",
+                                     "allreduce", "pilot_training", "pilot_evaluating"}
+assert all(v >= 0 for v in doc["phase_seconds"].values()), doc["phase_seconds"]
 assert "--batch" in c["train_flags"] and c["reason"]
 PY
 }
@@ -52,6 +60,13 @@ timeout 120 "$bin" "${small[@]}" --target-accuracy 80 --json "$tmp/one.json" >"$
 grep -q "^choice: global batch" "$tmp/out" || fail "one process: no choice line"
 grep -q "pilot reached 80.00% at step" "$tmp/out" || fail "one process: no pilot report"
 check_json "$tmp/one.json" 1 2>"$tmp/py.err"
+# The old pilot, trained until an evaluation reaches the target, on request.
+timeout 120 "$bin" "${small[@]}" --target-accuracy 80 --pilot-extrapolate off \
+  --json "$tmp/off.json" >"$tmp/out" 2>&1 || fail "--pilot-extrapolate off: $(cat "$tmp/out")"
+grep -q "pilot reached 80.00% at step [0-9]* (.*measured)" "$tmp/out" ||
+  fail "--pilot-extrapolate off: no measured pilot: $(cat "$tmp/out")"
+python3 -c 'import json, sys; assert json.load(open(sys.argv[1]))["pilot"]["steps_source"] == "measured"' \
+  "$tmp/off.json" || fail "--pilot-extrapolate off: the JSON does not say measured"
 # The pilot's staged evaluations (the 512 test examples: 204, then the rest)
 # score part of the set when that decides, yet stop at the same step as a
 # pilot that scores the whole set.
@@ -102,6 +117,8 @@ fi
 expect_error "unreachable target" "best test accuracy was" "${small[@]}" --target-accuracy 100 \
   --pilot-max-epochs 0.3 --json "$tmp/no.json"
 grep -q "s in all" "$tmp/out" || fail "unreachable target: no time spent in: $(cat "$tmp/out")"
+expect_error "--pilot-extrapolate maybe" "pilot-extrapolate" "${small[@]}" --target-accuracy 80 \
+  --pilot-extrapolate maybe
 expect_error "memory" "does not fit in memory" "${small[@]}" --target-accuracy 80 \
   --memory-mb 0.01 --json "$tmp/no.json"
 expect_error "K above launched" "only 1 rank is launched" "${small[@]}" --target-accuracy 80 \

@@ -13,6 +13,17 @@ namespace quorum::trainer::tuner {
 namespace {
 // Whether n timed steps (sum, sum of squares) give their mean to within
 // `precision` of it (standard error of the mean); precision 0: never.
+// Whether the last of three points lies within `tight` of the log-log line
+// through the two before it.
+bool on_line(const std::vector<StepProfile::Point> &p, double tight) {
+  if (!(tight > 0) || p.size() < 3) return false;
+  const auto &a = p[p.size() - 3], &b = p[p.size() - 2], &c = p.back();
+  const double slope =
+      std::log(b.seconds / a.seconds) / std::log(double(b.batch) / double(a.batch));
+  const double line = b.seconds * std::pow(double(c.batch) / double(b.batch), slope);
+  return std::abs(c.seconds / line - 1) <= tight;
+}
+
 bool known_to(double sum, double squares, int n, double precision) {
   if (!(precision > 0) || n < 2) return false;
   const double mean = sum / n;
@@ -93,6 +104,8 @@ Status profile_compute(const ProfileOptions &o, Backend *backend, const Dataset 
     QUORUM_CHECK(estimate_model_bytes(o.model, b, &bytes, &params));
     QUORUM_CHECK(out->add(b, per_step, bytes));
     if (progress) progress(b, per_step);
+    // per_step is the same on every rank (the maximum), so is this decision.
+    if (on_line(out->points(), o.tight)) break;
   }
   return kOk;
 }

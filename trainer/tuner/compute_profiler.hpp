@@ -31,6 +31,11 @@ struct ProfileOptions {
   // ... or once the standard error of their mean is at most this fraction of
   // it (0: off).
   double precision = 0;
+  // The larger batches are left unmeasured (the profile extends its last
+  // segment to them, and says they are extrapolated) once the last three
+  // measured lie on one line in log-log to within this fraction: the third's
+  // step time against the line through the two before (0: measure all).
+  double tight = 0;
 };
 
 // Bytes the model's buffers take at local batch `batch`: parameters,

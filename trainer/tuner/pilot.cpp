@@ -25,6 +25,24 @@ bool evaluates_after(int64_t step_in_epoch, int64_t steps_per_epoch, int evals_p
   return step_in_epoch * evals_per_epoch / steps_per_epoch !=
          (step_in_epoch - 1) * evals_per_epoch / steps_per_epoch;
 }
+
+// After an evaluation below the target: fit the curve so far and say whether
+// to stop there (every rank decides alike: the fit is deterministic, and the
+// ranks agree on it all the same).
+Status consider_extrapolating(const PilotOptions &o, PilotResult &r, int64_t step,
+                              GradientReducer *reducer, bool *stop) {
+  *stop = false;
+  if (!o.extrapolate || int(r.curve.size()) < o.rule.min_points ||
+      r.best_accuracy < o.target_accuracy - o.rule.margin)
+    return kOk;
+  CurveFit fit;
+  if (fit_learning_curve(r.curve, o.target_accuracy, 200, o.seed, &fit) != kOk) return kOk;
+  r.fit = fit;
+  double votes = may_extrapolate(fit, o.rule, step, r.best_accuracy, o.target_accuracy) ? 1 : 0;
+  QUORUM_CHECK(reducer->sum_over_ranks(&votes, 1));
+  *stop = votes >= double(reducer->size());
+  return kOk;
+}
 }  // namespace
 
 Status run_pilot(const PilotOptions &o, Backend *backend, const DataSplit &data,
@@ -135,10 +153,26 @@ Status run_pilot(const PilotOptions &o, Backend *backend, const DataSplit &data,
         out->reached = true;
         break;
       }
+      bool stop = false;
+      QUORUM_CHECK(consider_extrapolating(o, *out, step, reducer, &stop));
+      if (stop) {
+        out->reached = out->extrapolated = true;
+        break;
+      }
     }
     if (out->reached) break;
   }
   out->steps = step;
+  const double interval = double(steps_per_epoch) / o.evals_per_epoch;
+  if (out->extrapolated) {
+    // Where a run would first be seen at or above the target, on this
+    // pilot's evaluation grid past the steps run, the fit's spread as noise.
+    const double seen = first_passage(out->fit, o.target_accuracy, double(step), interval,
+                                      double(max_steps), out->fit.rmse, 2000, o.seed);
+    out->target_steps = std::max(1.0, seen - interval / 2);
+  } else {
+    out->target_steps = std::max(1.0, double(step) - interval / 2);
+  }
   out->step_seconds = plain_steps > 0 ? plain_seconds / double(plain_steps) : 0;
   // The noise scale grows as the loss falls; the one that sets the steps to
   // a target is measured near that target (McCandlish et al. compare the

@@ -9,6 +9,12 @@
 // scale (noise_scale.hpp), every `noise_every` steps: on several ranks each
 // rank's |g_local|^2 against the reduced |g|^2; on one process the first half
 // of the batch is run through backward first (half a step's compute extra).
+//
+// With `extrapolate`, the pilot need not train all the way: after each
+// evaluation below the target it fits the accuracy curve so far
+// (learning_curve.hpp) and, once the rule's conditions hold (near the
+// target, the crossing known to within 5%, not far ahead), stops and takes
+// the fitted curve's first evaluation at or above the target instead.
 #pragma once
 
 #include <functional>
@@ -19,6 +25,7 @@
 #include "trainer/backend.hpp"
 #include "trainer/dataset.hpp"
 #include "trainer/gradient_reducer.hpp"
+#include "trainer/tuner/learning_curve.hpp"
 #include "trainer/tuner/noise_scale.hpp"
 
 namespace quorum::trainer::tuner {
@@ -38,11 +45,18 @@ struct PilotOptions {
   // scored is 3 standard errors from the target (1: every evaluation scores
   // the whole set).
   double screen_fraction = 0.1;
+  bool extrapolate = true;  // stop short of the target once the fit allows it
+  ExtrapolationRule rule;
 };
 
 struct PilotResult {
-  bool reached = false;
-  int64_t steps = 0;         // to the target (or run, if not reached)
+  bool reached = false;       // measured there, or extrapolated
+  bool extrapolated = false;  // the pilot stopped short and took the fit's crossing
+  int64_t steps = 0;          // run (to the target, if measured there)
+  // Steps to the target for the steps model: half an evaluation interval
+  // before the first evaluation at or above it (measured, or the fit's).
+  double target_steps = 0;
+  CurveFit fit;              // the last fit of the curve (points 0 if none was made)
   double train_seconds = 0;  // training time to there (evaluations excluded)
   double step_seconds = 0;   // mean time of the steps without a noise measurement
   double eval_seconds = 0;

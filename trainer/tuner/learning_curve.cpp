@@ -74,9 +74,11 @@ Status fit_learning_curve(const std::vector<std::pair<int64_t, double>> &curve, 
                 "learning curve: {} distinct steps (need 4) or target {} outside (0, 1)",
                 distinct.size(), target);
   const Fit f = fit_power_law(s, err);
-  if (!std::isfinite(f.sse))
-    return fail(QUORUM_ERR_INVALID_ARG, "tuner", "learning curve: the error does not fall");
   const size_t n = s.size();
+  out->points = int(n);
+  // An error that does not fall (yet): no crossing to extrapolate to, which
+  // is an answer, not an error (the pilot trains on).
+  if (!std::isfinite(f.sse)) return kOk;
   out->a = f.a, out->b = f.b, out->c = f.c, out->points = int(n);
   out->rmse = std::sqrt(f.sse / double(n));
   const double target_error = 1 - target;

@@ -2,7 +2,10 @@
 # collectives_test.sh COLLECTIVES_PROC PARTIAL_PROC QUORUM_BENCH: quorum's
 # collectives across 2 simulated hosts under mpirun (PMIx bootstrap), over
 # UCX tcp on the hosts' links. 2 hosts x 2 ranks: every collective, dtype and
-# op, then partial-collective conservation; 3+1 ranks: the collectives again;
+# op, then partial-collective conservation (solo, majority, k-of-P) with
+# identical results; 3+1 and 5+3 ranks: the collectives again, and on 5+3
+# the partial collectives; 4+4 with the hierarchical allreduce, allgather
+# and reduce-scatter forced (the two-host pairing with 4 local ranks);
 # then a 4 MiB allreduce whose bytes on each host's link must reach the least
 # any allreduce algorithm sends between two hosts (the message once each way
 # per call), which shared memory would leave at zero. The hierarchical
@@ -36,18 +39,33 @@ check_crossed() {  # check_crossed WHAT BEFORE1 BEFORE2 MIN_BYTES
   fi
 }
 
-for layout in "${P}1:2,${P}2:2" "${P}1:3,${P}2:1"; do
+ranks_of() {  # ranks_of "qht1:5,qht2:3" -> 8
+  local n=0 part
+  for part in ${1//,/ }; do n=$((n + ${part#*:})); done
+  echo "$n"
+}
+
+for layout in "${P}1:2,${P}2:2" "${P}1:3,${P}2:1" "${P}1:5,${P}2:3"; do
   echo "== collectives on $layout"
   b1=$(link_bytes 1) b2=$(link_bytes 2)
-  mpirun_on "$layout" 4 "$collectives" --gtest_color=no --gtest_filter="$filter"
+  mpirun_on "$layout" "$(ranks_of "$layout")" "$collectives" --gtest_color=no --gtest_filter="$filter"
   check_crossed "collectives on $layout" "$b1" "$b2" $((1 << 20))
 done
 
-echo "== partial collectives (conservation) on ${P}1:2,${P}2:2"
+echo "== hierarchical allreduce, allgather and reduce-scatter forced on ${P}1:4,${P}2:4"
 b1=$(link_bytes 1) b2=$(link_bytes 2)
-mpirun_on "${P}1:2,${P}2:2" 4 "$partial" \
-  --gtest_color=no --gtest_filter='ProcessPartial.RunsOverUcx:ProcessPartial.Conservation*:ProcessPartial.Majority'
-check_crossed "partial collectives" "$b1" "$b2" 4096
+mpirun_on "${P}1:4,${P}2:4" 8 -x QUORUM_ALLREDUCE_ALGO=hierarchical \
+  -x QUORUM_ALLGATHER_ALGO=hierarchical -x QUORUM_REDUCE_SCATTER_ALGO=hierarchical \
+  "$collectives" --gtest_color=no --gtest_filter="$filter"
+check_crossed "hierarchical collectives on 4+4" "$b1" "$b2" $((1 << 20))
+
+for layout in "${P}1:2,${P}2:2" "${P}1:5,${P}2:3"; do
+  echo "== partial collectives (conservation) on $layout"
+  b1=$(link_bytes 1) b2=$(link_bytes 2)
+  mpirun_on "$layout" "$(ranks_of "$layout")" "$partial" --gtest_color=no \
+    --gtest_filter='ProcessPartial.RunsOverUcx:ProcessPartial.Conservation*:ProcessPartial.Majority:ProcessPartial.QuorumConservationAndOneDriver'
+  check_crossed "partial collectives on $layout" "$b1" "$b2" 4096
+done
 
 # 4 MiB float32 sum, out of place and in place, 2 warm-up + 5 timed calls
 # each, results checked once each: 16 calls, each moving the message at

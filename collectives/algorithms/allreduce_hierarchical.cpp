@@ -166,14 +166,13 @@ std::vector<Ready> exchange_two_hosts(Builder &b, const CollArgs &a, const HostL
   const int next = (local + 1) % L, prev = (local + L - 1) % L;
   const auto pair = patterns::hierarchy::one_way_pair(layout.hosts, layout.host_index, local);
   const auto slice = host.block(local);
-  const size_t nchunks = std::max<size_t>(1, (slice.count + host.chunk - 1) / host.chunk);
-  auto chunk_at = [&](patterns::Block blk, size_t c) {
-    const size_t off = std::min(blk.count, c * host.chunk);
-    return patterns::Block{blk.offset + off, std::min(host.chunk, blk.count - off)};
+  // Chunks of a block: host.chunk_of, as many as the block needs.
+  auto nchunks = [&](const patterns::Block &blk) {
+    return std::max<size_t>(1, (blk.count + host.chunk - 1) / host.chunk);
   };
   std::vector<Ready> summed;
-  for (size_t c = 0; c < nchunks; ++c) {
-    const auto ch = chunk_at(slice, c);
+  for (size_t c = 0; c < nchunks(slice); ++c) {
+    const auto ch = host.chunk_of(local, c);
     const int step = static_cast<int>(c);
     uint8_t *partial = tmp + (ch.offset - slice.offset) * es;
     TaskId sent = b.send(pair.send_to, step_cross + step, out + ch.offset * es, ch.count * es,
@@ -193,9 +192,8 @@ std::vector<Ready> exchange_two_hosts(Builder &b, const CollArgs &a, const HostL
     // host 1's rank of that index.
     const auto fwd = host.block(prev);
     uint8_t *relay = tmp + host.max_block * es;
-    const size_t fchunks = std::max<size_t>(1, (fwd.count + host.chunk - 1) / host.chunk);
-    for (size_t c = 0; c < fchunks; ++c) {
-      const auto ch = chunk_at(fwd, c);
+    for (size_t c = 0; c < nchunks(fwd); ++c) {
+      const auto ch = host.chunk_of(prev, c);
       uint8_t *p = relay + (ch.offset - fwd.offset) * es;
       TaskId got = b.recv(pair.recv_from, step_cross + static_cast<int>(c), p, ch.count * es);
       done->push_back(

@@ -1,11 +1,17 @@
 // stop_signal.cpp: see stop_signal.hpp. The handler only stores the signal
-// number; the training loop polls it between steps.
+// number; the training loop polls it between steps. It runs on an alternate
+// stack: a signal frame pushed onto the interrupted stack, in the middle of
+// oneDNN's JIT-compiled sgemm, broke the heap there (glibc's "corrupted size
+// vs. prev_size" a few calls later).
 #include "trainer/stop_signal.hpp"
 
 #include <signal.h>
 #include <string.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
+#include <vector>
 
 namespace quorum::trainer {
 
@@ -17,14 +23,28 @@ static_assert(std::atomic<int>::is_always_lock_free, "stored from a signal handl
 void on_stop_signal(int signal) {
   g_stop_signal.store(signal);
 }
+
+// An alternate signal stack for the calling thread (the one that computes:
+// the kernel hands a process-wide signal to the main thread while it runs),
+// unless it has one already.
+void use_alternate_signal_stack() {
+  static std::vector<char> stack(std::max<size_t>(1 << 16, size_t(sysconf(_SC_SIGSTKSZ))));
+  stack_t current = {};
+  if (sigaltstack(nullptr, &current) == 0 && !(current.ss_flags & SS_DISABLE)) return;
+  stack_t alternate = {};
+  alternate.ss_sp = stack.data(), alternate.ss_size = stack.size();
+  sigaltstack(&alternate, nullptr);
+}
 }  // namespace
 
 void stop_on_signals() {
+  use_alternate_signal_stack();
   struct sigaction sa = {};
   sa.sa_handler = on_stop_signal;
   sigemptyset(&sa.sa_mask);
-  // SA_RESETHAND: a second Ctrl-C kills at once; SA_RESTART: blocking calls go on.
-  sa.sa_flags = SA_RESETHAND | SA_RESTART;
+  // SA_RESETHAND: a second Ctrl-C kills at once; SA_RESTART: blocking calls go
+  // on; SA_ONSTACK: on the alternate stack.
+  sa.sa_flags = SA_RESETHAND | SA_RESTART | SA_ONSTACK;
   sigaction(SIGINT, &sa, nullptr);
   sigaction(SIGTERM, &sa, nullptr);
   g_installed.store(true);

@@ -347,6 +347,25 @@ TEST_F(Training, StopSignalSavesAResumableCheckpoint) {
   EXPECT_EQ(d.entries(), 1);
 }
 
+// The handlers run on an alternate stack (a signal frame on the interrupted
+// stack broke the heap inside oneDNN's sgemm), and a signal is recorded.
+TEST(StopSignals, HandlerRunsOnAnAlternateStackAndRecords) {
+  stop_on_signals();
+  for (int sig : {SIGINT, SIGTERM}) {
+    struct sigaction sa = {};
+    ASSERT_EQ(sigaction(sig, nullptr, &sa), 0);
+    EXPECT_TRUE(sa.sa_flags & SA_ONSTACK) << signal_name(sig);
+  }
+  stack_t alternate = {};
+  ASSERT_EQ(sigaltstack(nullptr, &alternate), 0);
+  EXPECT_FALSE(alternate.ss_flags & SS_DISABLE);
+  EXPECT_GE(alternate.ss_size, size_t(1 << 16));
+  ASSERT_EQ(raise(SIGTERM), 0);
+  EXPECT_EQ(stop_signal(), SIGTERM);
+  request_stop(0);
+  signal(SIGINT, SIG_DFL), signal(SIGTERM, SIG_DFL);
+}
+
 TEST_F(Training, ResumeRefusesAnotherRun) {
   TempDir d;
   TrainConfig first = cfg_;

@@ -4,10 +4,12 @@
 #   perf/tune_validate.sh [--build DIR] [--target ACC] [--train-limit N] [--test-limit N]
 #                         [--seeds "1 2 3"] [--evals-per-epoch E] [--max-epochs N] [--out DIR]
 #                         [--reduce sync|solo|majority] [--imbalance SPEC]
+#                         [--tune-flags "..."]   (more quorum-tune flags, e.g. --pilot-batch 32)
 #   perf/tune_validate.sh --report-only --out DIR   (the comparison again, from DIR's logs)
 #
 # 1. quorum-tune on 2 ranks (quorum-run -n 2, --ranks 1,2) predicts time and
-#    cost to ACC% for every (batch, K) of its grid (--json).
+#    cost to ACC% for every (batch, K) of its grid (--json). Without --seeds,
+#    five seeds are drawn at random (and printed).
 # 2. quorum-train then trains for real at configurations taken from that
 #    table: both ends of the K = 1 batch range, the tuner's choice, two
 #    interior K = 1 batches and two K = 2 configurations (sync allreduce), each
@@ -26,8 +28,8 @@
 # take the figures as this sitting's, and rerun to see their spread.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-build=build target=85 train_limit=20000 test_limit=2000 seeds="1 2 3" evals=20 max_epochs=12
-out="" report_only=0 reduce=sync imbalance=none
+build=build target=85 train_limit=20000 test_limit=2000 seeds="" evals=20 max_epochs=12
+out="" report_only=0 reduce=sync imbalance=none tune_flags=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --build) build="$2"; shift 2 ;;
@@ -41,9 +43,11 @@ while [ $# -gt 0 ]; do
     --report-only) report_only=1; shift ;;
     --reduce) reduce="$2"; shift 2 ;;
     --imbalance) imbalance="$2"; shift 2 ;;
+    --tune-flags) tune_flags="$2"; shift 2 ;;
     *) echo "tune_validate.sh: unknown option $1 (see the header)" >&2; exit 2 ;;
   esac
 done
+[ -n "$seeds" ] || seeds=$(shuf -i 1-999999 -n 5 | tr '\n' ' ')
 py=python3
 [ -x /usr/bin/python3 ] && py=/usr/bin/python3
 [ -n "$out" ] || out=$(mktemp -d /tmp/tune_validate_XXXXXX)
@@ -56,9 +60,10 @@ echo "tune_validate: target ${target}%, ${train_limit} training / ${test_limit} 
 # 1. Predictions.
 if [ "$report_only" = 0 ]; then
 start=$(date +%s.%N)
+# shellcheck disable=SC2086  # --tune-flags: split into words on purpose
 "$build/tools/quorum-run" -n 2 "$build/tools/quorum-tune" "${data[@]}" --target-accuracy "$target" \
   --batch-min 16 --batch-max 512 --ranks 1,2 --evals-per-epoch "$evals" \
-  --reduce "$reduce" --imbalance "$imbalance" \
+  --reduce "$reduce" --imbalance "$imbalance" $tune_flags \
   --json "$out/tune.json" >"$out/tune.txt" 2>"$out/tune.err" ||
   { echo "quorum-tune failed:"; tail -5 "$out/tune.err"; exit 1; }
 tuning_s=$(awk -v a="$start" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')

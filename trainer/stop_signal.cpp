@@ -24,13 +24,16 @@ void on_stop_signal(int signal) {
   g_stop_signal.store(signal);
 }
 
-// An alternate signal stack for the calling thread (the one that computes:
-// the kernel hands a process-wide signal to the main thread while it runs),
-// unless it has one already.
+// An alternate signal stack for the first thread that installs the handlers
+// (quorum-train's main thread, the one that computes: the kernel hands a
+// process-wide signal to the main thread while it runs), unless it has one
+// already. One thread only: two threads must not share one alternate stack.
 void use_alternate_signal_stack() {
   static std::vector<char> stack(std::max<size_t>(1 << 16, size_t(sysconf(_SC_SIGSTKSZ))));
+  static std::atomic<bool> given{false};
   stack_t current = {};
   if (sigaltstack(nullptr, &current) == 0 && !(current.ss_flags & SS_DISABLE)) return;
+  if (given.exchange(true)) return;
   stack_t alternate = {};
   alternate.ss_sp = stack.data(), alternate.ss_size = stack.size();
   sigaltstack(&alternate, nullptr);

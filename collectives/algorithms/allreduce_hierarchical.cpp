@@ -88,6 +88,10 @@ struct GroupRing {
     auto blk = patterns::block(count, size(), i, patterns::align_elements(64, es));
     return {base + blk.offset, blk.count};
   }
+  // Chunks block `blk_index` needs (at least one): nchunks for the largest.
+  size_t chunks_in(int blk_index) const {
+    return std::max<size_t>(1, (block(blk_index).count + chunk - 1) / chunk);
+  }
   patterns::Block chunk_of(int blk_index, size_t c) const {
     auto blk = block(blk_index);
     size_t off = std::min(blk.count, c * chunk);
@@ -166,12 +170,8 @@ std::vector<Ready> exchange_two_hosts(Builder &b, const CollArgs &a, const HostL
   const int next = (local + 1) % L, prev = (local + L - 1) % L;
   const auto pair = patterns::hierarchy::one_way_pair(layout.hosts, layout.host_index, local);
   const auto slice = host.block(local);
-  // Chunks of a block: host.chunk_of, as many as the block needs.
-  auto nchunks = [&](const patterns::Block &blk) {
-    return std::max<size_t>(1, (blk.count + host.chunk - 1) / host.chunk);
-  };
   std::vector<Ready> summed;
-  for (size_t c = 0; c < nchunks(slice); ++c) {
+  for (size_t c = 0; c < host.chunks_in(local); ++c) {
     const auto ch = host.chunk_of(local, c);
     const int step = static_cast<int>(c);
     uint8_t *partial = tmp + (ch.offset - slice.offset) * es;
@@ -192,7 +192,7 @@ std::vector<Ready> exchange_two_hosts(Builder &b, const CollArgs &a, const HostL
     // host 1's rank of that index.
     const auto fwd = host.block(prev);
     uint8_t *relay = tmp + host.max_block * es;
-    for (size_t c = 0; c < nchunks(fwd); ++c) {
+    for (size_t c = 0; c < host.chunks_in(prev); ++c) {
       const auto ch = host.chunk_of(prev, c);
       uint8_t *p = relay + (ch.offset - fwd.offset) * es;
       TaskId got = b.recv(pair.recv_from, step_cross + static_cast<int>(c), p, ch.count * es);

@@ -11,8 +11,6 @@
 namespace quorum::trainer::tuner {
 
 namespace {
-// Whether n timed steps (sum, sum of squares) give their mean to within
-// `precision` of it (standard error of the mean); precision 0: never.
 // Whether the last of three points lies within `tight` of the log-log line
 // through the two before it.
 bool on_line(const std::vector<StepProfile::Point> &p, double tight) {
@@ -24,6 +22,8 @@ bool on_line(const std::vector<StepProfile::Point> &p, double tight) {
   return std::abs(c.seconds / line - 1) <= tight;
 }
 
+// Whether n timed steps (sum, sum of squares) give their mean to within
+// `precision` of it (standard error of the mean); precision 0: never.
 bool known_to(double sum, double squares, int n, double precision) {
   if (!(precision > 0) || n < 2) return false;
   const double mean = sum / n;
